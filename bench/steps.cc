@@ -1,0 +1,322 @@
+#include "bench/steps.h"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include <mpi.h>
+
+#include "bench/measure.h"
+#include "bench/tensor_sets.h"
+#include "chorus/chorus.h"
+#include "chorus/types.h"
+#include "ops/mpi/mpi_datatypes.h"
+#include "runtime/common/status_macros.h"
+#include <nlohmann/json.hpp>
+
+namespace chorus::bench {
+namespace {
+
+constexpr int64_t kMiB = int64_t{1} << 20;
+constexpr int64_t kChunkSizes[] = {1 * kMiB, 2 * kMiB, 4 * kMiB, 8 * kMiB, 16 * kMiB, 32 * kMiB};
+
+// A pseudo-random integer in [0, 64) for global element index `g`: distinct tensors and
+// offsets get distinct patterns, so a result routed to the wrong place is caught.
+float Pattern(int64_t g) {
+  return static_cast<float>(((static_cast<uint64_t>(g) * 2654435761u) >> 16) % 64);
+}
+
+// One timed configuration.
+struct Config {
+  std::string key;    // stable id for JSON: "chorus", "raw_single", "raw_per_tensor", ...
+  std::string label;  // table row
+  int64_t calls = 0;  // collectives per step
+  bool is_chorus = false;
+  std::function<absl::Status()> run;
+};
+
+// The tensor set, chorus's per-tensor gradient buffers and the raw baselines' contiguous
+// buffer. Main thread only.
+class StepBench {
+ public:
+  StepBench(std::vector<TensorSpec> tensors, int rank, int ranks)
+      : tensors_(std::move(tensors)), rank_(rank), ranks_(ranks) {
+    int64_t offset = 0;
+    for (const TensorSpec& t : tensors_) {
+      offsets_.push_back(offset);
+      grads_.emplace_back(static_cast<size_t>(t.num_elements()));
+      offset += t.num_elements();
+    }
+    total_ = offset;
+    flat_.resize(static_cast<size_t>(total_));
+    handles_.reserve(tensors_.size());
+  }
+
+  const std::vector<TensorSpec>& tensors() const { return tensors_; }
+  int64_t total_elements() const { return total_; }
+
+  // Enqueues every tensor's Average allreduce, last tensor first, then releases them all.
+  absl::Status ChorusStep() {
+    handles_.clear();
+    for (size_t k = tensors_.size(); k-- > 0;) {
+      OpRequest req;
+      req.type = OpType::kAllreduce;
+      req.name = tensors_[k].name;
+      req.input = {grads_[k].data(), DataType::kFloat32, tensors_[k].shape};
+      req.reduce_op = ReduceOp::kAverage;
+      CHORUS_ASSIGN_OR_RETURN(Handle handle, Enqueue(std::move(req)));
+      handles_.push_back(handle);
+    }
+    for (Handle handle : handles_) {
+      CHORUS_ASSIGN_OR_RETURN(OpResult result, Release(handle));
+      CHORUS_RETURN_IF_ERROR(result.status);
+    }
+    return absl::OkStatus();
+  }
+
+  // (a)
+  absl::Status RawSingle() { return RawAllreduce(0, total_); }
+
+  // (b)
+  absl::Status RawPerTensor() {
+    for (size_t k = tensors_.size(); k-- > 0;) {
+      CHORUS_RETURN_IF_ERROR(RawAllreduce(offsets_[k], tensors_[k].num_elements()));
+    }
+    return absl::OkStatus();
+  }
+
+  // (c)
+  absl::Status RawChunked(int64_t chunk_bytes) {
+    const int64_t chunk = chunk_bytes / static_cast<int64_t>(sizeof(float));
+    for (int64_t begin = 0; begin < total_; begin += chunk) {
+      CHORUS_RETURN_IF_ERROR(RawAllreduce(begin, std::min(chunk, total_ - begin)));
+    }
+    return absl::OkStatus();
+  }
+
+  void FillChorus() {
+    for (size_t k = 0; k < grads_.size(); ++k) {
+      for (size_t i = 0; i < grads_[k].size(); ++i) {
+        grads_[k][i] = Pattern(offsets_[k] + static_cast<int64_t>(i)) + static_cast<float>(rank_);
+      }
+    }
+  }
+
+  void FillRaw() {
+    for (int64_t g = 0; g < total_; ++g) {
+      flat_[static_cast<size_t>(g)] = Pattern(g) + static_cast<float>(rank_);
+    }
+  }
+
+  // Zeroes the raw buffer: repeated in-place sums of zeros never overflow.
+  void ClearRaw() { std::fill(flat_.begin(), flat_.end(), 0.0f); }
+
+  // Checks chorus's buffers against the average of FillChorus over all ranks; on a mismatch
+  // sets `*error` to the first one.
+  bool CheckChorus(std::string* error) const {
+    const double rank_mean = (ranks_ - 1) / 2.0;
+    for (size_t k = 0; k < grads_.size(); ++k) {
+      for (size_t i = 0; i < grads_[k].size(); ++i) {
+        const double want = Pattern(offsets_[k] + static_cast<int64_t>(i)) + rank_mean;
+        const double got = grads_[k][i];
+        if (std::abs(got - want) > 1e-5 * std::max(1.0, std::abs(want))) {
+          *error = absl::StrCat(tensors_[k].name, "[", i, "] = ", got, ", expected ", want);
+          return false;
+        }
+      }
+    }
+    return true;
+  }
+
+  // Checks the raw buffer against the sum of FillRaw over all ranks (exact: small integers).
+  bool CheckRaw(std::string* error) const {
+    const double rank_sum = ranks_ * (ranks_ - 1) / 2.0;
+    for (int64_t g = 0; g < total_; ++g) {
+      const double want = ranks_ * static_cast<double>(Pattern(g)) + rank_sum;
+      const double got = flat_[static_cast<size_t>(g)];
+      if (got != want) {
+        *error = absl::StrCat("element ", g, " = ", got, ", expected ", want);
+        return false;
+      }
+    }
+    return true;
+  }
+
+ private:
+  absl::Status RawAllreduce(int64_t offset, int64_t count) {
+    CHORUS_MPI_RETURN_IF_ERROR(MPI_Allreduce(MPI_IN_PLACE, flat_.data() + offset,
+                                             static_cast<int>(count), MPI_FLOAT, MPI_SUM,
+                                             MPI_COMM_WORLD));
+    return absl::OkStatus();
+  }
+
+  const std::vector<TensorSpec> tensors_;
+  const int rank_;
+  const int ranks_;
+  std::vector<int64_t> offsets_;           // of each tensor in the flat buffer
+  int64_t total_ = 0;                      // elements
+  std::vector<std::vector<float>> grads_;  // chorus: one allocation per tensor
+  std::vector<float> flat_;                // raw MPI: one contiguous buffer
+  std::vector<Handle> handles_;            // of the chorus step in progress
+};
+
+std::vector<Config> MakeConfigs(StepBench& bench, bool chunk_sweep) {
+  const int64_t n = static_cast<int64_t>(bench.tensors().size());
+  const int64_t total_bytes = bench.total_elements() * static_cast<int64_t>(sizeof(float));
+  std::vector<Config> configs;
+  configs.push_back({"chorus", absl::StrCat("chorus: ", n, " x Average allreduce"), n, true,
+                     [&bench] { return bench.ChorusStep(); }});
+  configs.push_back({"raw_single", "raw (a): one MPI_Allreduce, whole buffer", 1, false,
+                     [&bench] { return bench.RawSingle(); }});
+  configs.push_back({"raw_per_tensor", "raw (b): one MPI_Allreduce per tensor", n, false,
+                     [&bench] { return bench.RawPerTensor(); }});
+  if (chunk_sweep) {
+    for (int64_t chunk : kChunkSizes) {
+      configs.push_back({absl::StrCat("raw_chunk_", chunk / kMiB, "MiB"),
+                         absl::StrCat("raw (c): ", chunk / kMiB, " MiB pieces"),
+                         (total_bytes + chunk - 1) / chunk, false,
+                         [&bench, chunk] { return bench.RawChunked(chunk); }});
+    }
+  }
+  return configs;
+}
+
+// Runs `config` once on fresh rank-dependent inputs and checks the result on every rank.
+// DataLoss on every rank if any rank is wrong.
+absl::Status Verify(StepBench& bench, const Config& config) {
+  std::string error;
+  if (config.is_chorus) {
+    bench.FillChorus();
+  } else {
+    bench.FillRaw();
+  }
+  CHORUS_RETURN_IF_ERROR(config.run());
+  const bool ok = config.is_chorus ? bench.CheckChorus(&error) : bench.CheckRaw(&error);
+  if (!ok) {
+    std::fprintf(stderr, "chorus_bench steps: rank %d: %s computed a wrong result: %s\n",
+                 WorldRank(), config.label.c_str(), error.c_str());
+  }
+  CHORUS_ASSIGN_OR_RETURN(bool all_ok, AllRanksOk(ok));
+  if (!all_ok) {
+    return absl::DataLossError(absl::StrCat("steps: ", config.label, " computed a wrong result"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<nlohmann::json> RunSteps(const StepsOptions& options) {
+  if (options.steps < 1 || options.warmup < 0) {
+    return absl::InvalidArgumentError("steps: need steps >= 1 and warmup >= 0");
+  }
+  CHORUS_ASSIGN_OR_RETURN(std::vector<TensorSpec> tensors, GetTensorSet(options.tensor_set));
+  if (TotalElements(tensors) > INT_MAX) {
+    return absl::InvalidArgumentError("steps: tensor set too large for one MPI_Allreduce");
+  }
+  const int rank = WorldRank();
+  const int ranks = WorldSize();
+  const bool print = rank == 0;
+  StepBench bench(std::move(tensors), rank, ranks);
+  const std::vector<Config> configs = MakeConfigs(bench, options.chunk_sweep);
+  const int64_t num_tensors = static_cast<int64_t>(bench.tensors().size());
+  const int64_t total_bytes = bench.total_elements() * static_cast<int64_t>(sizeof(float));
+
+  if (print) {
+    std::printf(
+        "# chorus_bench steps: %s, %lld float32 tensors, %lld elements (%.2f MB), %d ranks, "
+        "%d steps (+%d warmup)\n",
+        options.tensor_set.c_str(), static_cast<long long>(num_tensors),
+        static_cast<long long>(bench.total_elements()), static_cast<double>(total_bytes) / 1e6,
+        ranks, options.steps, options.warmup);
+    std::printf("# raw = MPI_Allreduce(MPI_IN_PLACE, MPI_SUM) on MPI_COMM_WORLD, same bytes\n");
+    std::fflush(stdout);
+  }
+
+  for (const Config& config : configs) CHORUS_RETURN_IF_ERROR(Verify(bench, config));
+  bench.ClearRaw();
+  if (print) {
+    std::printf("# verified: every configuration computed the expected result\n");
+    std::fflush(stdout);
+  }
+
+  const size_t steps = static_cast<size_t>(options.steps);
+  std::vector<double> times(configs.size() * steps);  // config-major
+  for (int s = 0; s < options.warmup + options.steps; ++s) {
+    for (size_t c = 0; c < configs.size(); ++c) {
+      CHORUS_ASSIGN_OR_RETURN(double t, TimeOnce(configs[c].run));
+      if (s >= options.warmup) times[c * steps + static_cast<size_t>(s - options.warmup)] = t;
+    }
+  }
+  CHORUS_ASSIGN_OR_RETURN(std::vector<double> max_times, MaxOverRanks(times));
+
+  std::vector<Summary> summaries;
+  for (size_t c = 0; c < configs.size(); ++c) {
+    const auto begin = max_times.begin() + static_cast<std::ptrdiff_t>(c * steps);
+    summaries.push_back(
+        Summarize(std::vector<double>(begin, begin + static_cast<std::ptrdiff_t>(steps))));
+  }
+  const double chorus_median = summaries[0].median;
+  size_t fastest = 1;  // configs[0] is chorus, configs[1..] are raw
+  for (size_t c = 2; c < configs.size(); ++c) {
+    if (summaries[c].median < summaries[fastest].median) fastest = c;
+  }
+  auto over = [&](size_t c) {
+    return summaries[c].median > 0 ? chorus_median / summaries[c].median : 0.0;
+  };
+
+  nlohmann::json out = {{"benchmark", "steps"},
+                        {"tensor_set", options.tensor_set},
+                        {"num_tensors", num_tensors},
+                        {"total_elements", bench.total_elements()},
+                        {"total_bytes", total_bytes},
+                        {"dtype", "float32"},
+                        {"ranks", ranks},
+                        {"steps", options.steps},
+                        {"warmup", options.warmup},
+                        {"time_statistic", "per step: max over ranks"},
+                        {"verified", true},
+                        {"configs", nlohmann::json::array()}};
+  if (print) {
+    std::printf("# %-40s %6s %10s %10s %10s %12s\n", "configuration", "calls", "median ms",
+                "p10 ms", "p90 ms", "chorus/this");
+  }
+  for (size_t c = 0; c < configs.size(); ++c) {
+    const Summary& s = summaries[c];
+    if (print) {
+      std::printf("  %-40s %6lld %10.3f %10.3f %10.3f %12.2f\n", configs[c].label.c_str(),
+                  static_cast<long long>(configs[c].calls), s.median * 1e3, s.p10 * 1e3,
+                  s.p90 * 1e3, over(c));
+    }
+    out["configs"].push_back({{"key", configs[c].key},
+                              {"label", configs[c].label},
+                              {"calls_per_step", configs[c].calls},
+                              {"median_ms", s.median * 1e3},
+                              {"p10_ms", s.p10 * 1e3},
+                              {"p90_ms", s.p90 * 1e3},
+                              {"min_ms", s.min * 1e3},
+                              {"max_ms", s.max * 1e3},
+                              {"chorus_over_this", over(c)}});
+  }
+  out["fastest_raw"] = configs[fastest].key;
+  out["chorus_over_fastest_raw"] = over(fastest);
+  out["chorus_over_per_tensor_raw"] = over(2);
+  if (print) {
+    std::printf("# fastest raw: %s\n", configs[fastest].label.c_str());
+    std::printf("chorus / fastest raw = %.2f\n", over(fastest));
+    std::printf("chorus / per-tensor raw (b) = %.2f\n", over(2));
+    std::fflush(stdout);
+  }
+  return out;
+}
+
+}  // namespace chorus::bench

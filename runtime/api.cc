@@ -1,0 +1,104 @@
+// The process-wide C++ API (chorus/chorus.h): one Runtime over MPI in a guarded slot.
+#include <memory>
+#include <utility>
+
+#include "absl/synchronization/mutex.h"
+#include "chorus/chorus.h"
+#include "runtime/common/logging.h"
+#include "runtime/common/status_macros.h"
+#include "runtime/config.h"
+#include "runtime/mpi/mpi_controller.h"
+#include "runtime/runtime.h"
+
+namespace chorus {
+namespace {
+
+absl::Mutex g_mu(absl::kConstInit);
+// The only global of chorus. Shared so that a call in progress keeps the runtime alive while
+// another thread shuts it down.
+std::shared_ptr<runtime::Runtime>& Slot() ABSL_EXCLUSIVE_LOCKS_REQUIRED(g_mu) {
+  static auto* slot = new std::shared_ptr<runtime::Runtime>();
+  return *slot;
+}
+
+absl::StatusOr<std::shared_ptr<runtime::Runtime>> Current() {
+  absl::MutexLock lock(&g_mu);
+  std::shared_ptr<runtime::Runtime> rt = Slot();
+  if (rt == nullptr) {
+    return absl::FailedPreconditionError("chorus is not initialized; call init() first");
+  }
+  return rt;
+}
+
+log::Level ParseLevel(const std::string& name) {
+  if (name == "trace") return log::Level::kTrace;
+  if (name == "debug") return log::Level::kDebug;
+  if (name == "info") return log::Level::kInfo;
+  if (name == "error") return log::Level::kError;
+  return log::Level::kWarning;
+}
+
+}  // namespace
+
+absl::Status Init(const InitOptions& options) {
+  absl::MutexLock lock(&g_mu);
+  if (Slot() != nullptr) return absl::OkStatus();
+  CHORUS_ASSIGN_OR_RETURN(runtime::Config config, runtime::Config::FromEnvironment());
+  log::SetLevel(ParseLevel(config.log_level));
+  CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<runtime::MpiController> controller,
+                          runtime::MpiController::Create(options.mpi_comm));
+  log::SetRankTag(controller->topology().rank, controller->topology().local_rank);
+  CHORUS_ASSIGN_OR_RETURN(
+      std::unique_ptr<runtime::Runtime> rt,
+      runtime::Runtime::Create(std::move(config), std::move(controller), options.process_sets));
+  Slot() = std::move(rt);
+  return absl::OkStatus();
+}
+
+absl::Status Shutdown() {
+  std::shared_ptr<runtime::Runtime> rt;
+  {
+    absl::MutexLock lock(&g_mu);
+    rt = std::move(Slot());
+    Slot().reset();
+  }
+  if (rt != nullptr) rt->Shutdown();
+  return absl::OkStatus();
+}
+
+bool IsInitialized() {
+  absl::MutexLock lock(&g_mu);
+  return Slot() != nullptr;
+}
+
+absl::StatusOr<Topology> GetTopology() {
+  CHORUS_ASSIGN_OR_RETURN(auto rt, Current());
+  return rt->topology();
+}
+
+absl::StatusOr<Handle> Enqueue(OpRequest request, DoneCallback done) {
+  CHORUS_ASSIGN_OR_RETURN(auto rt, Current());
+  return rt->Enqueue(std::move(request), std::move(done));
+}
+
+absl::StatusOr<std::vector<Handle>> EnqueueGroup(std::vector<OpRequest> requests) {
+  CHORUS_ASSIGN_OR_RETURN(auto rt, Current());
+  return rt->EnqueueGroup(std::move(requests));
+}
+
+absl::StatusOr<bool> Poll(Handle handle) {
+  CHORUS_ASSIGN_OR_RETURN(auto rt, Current());
+  return rt->Poll(handle);
+}
+
+absl::Status Wait(Handle handle) {
+  CHORUS_ASSIGN_OR_RETURN(auto rt, Current());
+  return rt->Wait(handle);
+}
+
+absl::StatusOr<OpResult> Release(Handle handle) {
+  CHORUS_ASSIGN_OR_RETURN(auto rt, Current());
+  return rt->Release(handle);
+}
+
+}  // namespace chorus

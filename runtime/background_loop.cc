@@ -1,0 +1,462 @@
+#include "runtime/background_loop.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "runtime/common/logging.h"
+#include "runtime/common/status_macros.h"
+#include "runtime/fusion_planner.h"
+#include "runtime/wire_codec.h"
+
+namespace chorus::runtime {
+namespace {
+
+// Note [Cache bit vector]
+// Each cycle every rank contributes one vector of 1 + 2W words (W = ceil(capacity / 64)):
+//   word 0         flags, complemented, so that the AND over ranks yields their OR;
+//   words 1..W     bit b set: "I have the cached tensor at bit b pending" (or: it belongs to a
+//                  process set I am not in); the AND says "ready on every rank";
+//   words W+1..2W  bit b set: "entry b must be erased" (a request under that name changed, or
+//                  it waited too long), complemented, so the AND yields the OR.
+constexpr uint64_t kFlagUncached = 1;     // this rank has requests for the coordinator
+constexpr uint64_t kFlagShutdown = 2;     // this rank is shutting down
+constexpr uint64_t kFlagBusy = 4;         // this rank has ops pending
+constexpr uint64_t kFlagStallRound = 8;   // rank 0 wants a round to time out stalled ops
+
+bool IsCacheable(OpType type) {
+  switch (type) {
+    case OpType::kAllreduce:
+    case OpType::kAllgather:
+    case OpType::kBroadcast:
+    case OpType::kAlltoall:
+    case OpType::kReducescatter:
+      return true;
+    default:
+      return false;
+  }
+}
+
+int Words(int32_t capacity) { return (capacity + 63) / 64; }
+
+void SetBit(std::vector<uint64_t>& words, size_t base, int32_t bit) {
+  words[base + bit / 64] |= uint64_t{1} << (bit % 64);
+}
+
+// Calls f(bit) for every set bit of words[base .. base+count), ascending.
+template <typename F>
+void ForEachBit(const std::vector<uint64_t>& words, size_t base, int count, F f) {
+  for (int w = 0; w < count; ++w) {
+    uint64_t word = words[base + w];
+    while (word != 0) {
+      int b = __builtin_ctzll(word);
+      word &= word - 1;
+      f(static_cast<int32_t>(w * 64 + b));
+    }
+  }
+}
+
+}  // namespace
+
+BackgroundLoop::BackgroundLoop(Config config, std::unique_ptr<Controller> controller,
+                               SubmissionQueue* queue, ProcessSetRegistry* registry)
+    : config_(std::move(config)),
+      controller_(std::move(controller)),
+      topology_(controller_->topology()),
+      queue_(queue),
+      registry_(registry) {}
+
+BackgroundLoop::~BackgroundLoop() {
+  if (thread_.joinable()) thread_.join();
+}
+
+absl::Status BackgroundLoop::Start(std::vector<std::vector<int32_t>> process_sets) {
+  thread_ = std::thread([this, sets = std::move(process_sets)]() { ThreadMain(sets); });
+  started_.WaitForNotification();
+  if (!start_status_.ok()) thread_.join();
+  return start_status_;
+}
+
+void BackgroundLoop::ThreadMain(std::vector<std::vector<int32_t>> process_sets) {
+  start_status_ = Handshake(process_sets);
+  const bool ok = start_status_.ok();
+  started_.Notify();
+  if (!ok) return;
+
+  bool stop = false;
+  while (!stop) {
+    absl::Status status = RunCycle(&stop);
+    if (!status.ok()) {
+      CHORUS_LOG(ERROR) << "background loop stopped: " << status;
+      queue_->Close(absl::StrCat("chorus stopped after a failure: ", status.ToString()));
+      FailAllPending(status);
+      return;
+    }
+  }
+  queue_->Close("chorus was shut down");
+  FailAllPending(absl::AbortedError("chorus was shut down before this op completed"));
+}
+
+absl::Status BackgroundLoop::Handshake(const std::vector<std::vector<int32_t>>& process_sets) {
+  // Every rank adopts rank 0's negotiation parameters: fusion and cache decisions must agree.
+  SharedConfig mine;
+  mine.protocol_version = kProtocolVersion;
+  mine.fusion_threshold_bytes = config_.fusion_threshold_bytes;
+  mine.pipeline_chunk_bytes = config_.pipeline_chunk_bytes;
+  mine.inplace_min_bytes = config_.inplace_min_bytes;
+  mine.cache_capacity = config_.cache_capacity;
+  std::string bytes = SerializeSharedConfig(mine);
+  CHORUS_RETURN_IF_ERROR(controller_->BroadcastFromRoot(&bytes));
+  CHORUS_ASSIGN_OR_RETURN(shared_, ParseSharedConfig(bytes));
+  if (shared_.protocol_version != kProtocolVersion) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("rank 0 speaks chorus protocol ", shared_.protocol_version, ", rank ",
+                     topology_.rank, " speaks ", kProtocolVersion, ": mixed chorus versions"));
+  }
+
+  // Init-time process sets must be valid on every rank before any is created.
+  std::string problem;
+  for (size_t i = 0; i < process_sets.size() && problem.empty(); ++i) {
+    const std::vector<int32_t>& ranks = process_sets[i];
+    bool ok = !ranks.empty() && std::is_sorted(ranks.begin(), ranks.end()) &&
+              std::adjacent_find(ranks.begin(), ranks.end()) == ranks.end() &&
+              ranks.front() >= 0 && ranks.back() < topology_.size;
+    if (!ok) {
+      problem = absl::StrCat("process set ", i + 1, " [", absl::StrJoin(ranks, ", "),
+                             "] must be non-empty, ascending, unique world ranks below ",
+                             topology_.size);
+    }
+  }
+  std::vector<uint64_t> valid = {problem.empty() ? ~uint64_t{0} : 0};
+  CHORUS_RETURN_IF_ERROR(controller_->AllreduceBitAnd(absl::MakeSpan(valid)));
+  if (valid[0] == 0) {
+    return absl::InvalidArgumentError(
+        problem.empty() ? "invalid init-time process sets on another rank" : problem);
+  }
+
+  cache_ = std::make_unique<ResponseCache>(shared_.cache_capacity);
+  foreign_bits_.assign(Words(shared_.cache_capacity), 0);
+  executor_ = std::make_unique<Executor>(shared_);
+  if (topology_.rank == 0) {
+    Coordinator::Options options;
+    options.stall_warning_time = config_.stall_warning_time;
+    options.stall_shutdown_time = config_.stall_shutdown_time;
+    options.stall_check_disabled = config_.stall_check_disabled;
+    coordinator_ = std::make_unique<Coordinator>(topology_.size, options);
+  }
+  std::vector<int32_t> world(topology_.size);
+  for (int32_t r = 0; r < topology_.size; ++r) world[r] = r;
+  CHORUS_RETURN_IF_ERROR(AddProcessSet(kGlobalProcessSetId, world));
+  for (size_t i = 0; i < process_sets.size(); ++i) {
+    const int32_t id = static_cast<int32_t>(i + 1);
+    CHORUS_RETURN_IF_ERROR(AddProcessSet(id, process_sets[i]));
+    if (coordinator_) coordinator_->RegisterProcessSet(id, process_sets[i]);
+  }
+  if (config_.print_config && topology_.rank == 0) {
+    for (const std::string& line : config_.Describe()) CHORUS_LOG(INFO) << "config " << line;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BackgroundLoop::AddProcessSet(int32_t id, std::vector<int32_t> ranks) {
+  CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<ops::CollectiveBackend> backend,
+                          controller_->CreateBackend(ranks));
+  registry_->Set(id, ranks);
+  process_sets_[id] = ProcessSet{std::move(ranks), std::move(backend)};
+  return absl::OkStatus();
+}
+
+int BackgroundLoop::SetSize(int32_t id) const {
+  auto it = process_sets_.find(id);
+  return it == process_sets_.end() ? 1 : static_cast<int>(it->second.ranks.size());
+}
+
+void BackgroundLoop::TakeNewEntries(std::vector<int32_t>* invalid_bits) {
+  for (std::unique_ptr<TensorEntry>& owned : queue_->DrainAll()) {
+    TensorEntry* entry = owned.get();
+    pending_[entry->request.name] = std::move(owned);
+    if (cache_->capacity() > 0 && entry->request.group_key.empty() && joined_ranks_.empty() &&
+        IsCacheable(entry->request.type)) {
+      ResponseCache::Lookup lookup = cache_->Find(entry->request);
+      if (lookup.state == ResponseCache::State::kHit) {
+        entry->cache_bit = lookup.bit;
+        by_bit_[lookup.bit] = entry;
+        continue;
+      }
+      if (lookup.state == ResponseCache::State::kInvalid) invalid_bits->push_back(lookup.bit);
+    }
+    unsent_.push_back(entry);
+  }
+}
+
+void BackgroundLoop::Uncache(TensorEntry* entry) {
+  by_bit_.erase(entry->cache_bit);
+  entry->cache_bit = -1;
+  unsent_.push_back(entry);
+}
+
+absl::Status BackgroundLoop::RunCycle(bool* stop) {
+  const absl::Time cycle_start = absl::Now();
+  counters_.cycles.fetch_add(1, std::memory_order_relaxed);
+  std::vector<int32_t> invalid_bits;
+  TakeNewEntries(&invalid_bits);
+  const bool shutting_down = queue_->closed();
+
+  // Cached entries that waited too long go through the coordinator, which can name the
+  // missing ranks (the cache path cannot).
+  if (!config_.stall_check_disabled) {
+    for (const auto& [bit, entry] : by_bit_) {
+      if (cycle_start - entry->enqueued_at > config_.stall_warning_time) {
+        invalid_bits.push_back(bit);
+      }
+    }
+  }
+  bool stall_round = false;
+  // Rank 0 looks for stalls a few times per stall period (at most once a second).
+  absl::Duration check_every = std::min(absl::Seconds(1), config_.stall_warning_time / 4);
+  if (config_.stall_shutdown_time > absl::ZeroDuration()) {
+    check_every = std::min(check_every, config_.stall_shutdown_time / 4);
+  }
+  if (coordinator_ && cycle_start - last_stall_check_ >= check_every) {
+    last_stall_check_ = cycle_start;
+    for (const StallReport& report : coordinator_->CheckStalls(cycle_start)) {
+      CHORUS_LOG(WARNING) << "stalled " << OpTypeName(report.type) << " of tensor '"
+                          << report.name << "' (process set " << report.process_set_id
+                          << "): waited " << absl::FormatDuration(report.waited)
+                          << "; submitted by ranks [" << absl::StrJoin(report.submitted_ranks, ", ")
+                          << "], missing ranks [" << absl::StrJoin(report.missing_ranks, ", ")
+                          << "]";
+    }
+    stall_round = config_.stall_shutdown_time > absl::ZeroDuration() && coordinator_->HasPending();
+  }
+
+  // Note [Cache bit vector].
+  const int w = Words(cache_->capacity());
+  std::vector<uint64_t> bits(1 + 2 * w, 0);
+  uint64_t flags = 0;
+  if (!unsent_.empty()) flags |= kFlagUncached;
+  if (shutting_down) flags |= kFlagShutdown;
+  if (!pending_.empty()) flags |= kFlagBusy;
+  if (stall_round) flags |= kFlagStallRound;
+  bits[0] = ~flags;
+  for (const auto& [bit, entry] : by_bit_) SetBit(bits, 1, bit);
+  for (int i = 0; i < w; ++i) bits[1 + i] |= foreign_bits_[i];
+  for (int32_t bit : invalid_bits) SetBit(bits, 1 + w, bit);
+  for (int i = 0; i < w; ++i) bits[1 + w + i] = ~bits[1 + w + i];
+  CHORUS_RETURN_IF_ERROR(controller_->AllreduceBitAnd(absl::MakeSpan(bits)));
+  const uint64_t global = ~bits[0];
+  for (int i = 0; i < w; ++i) bits[1 + w + i] = ~bits[1 + w + i];
+
+  // Erase invalidated entries everywhere; their local waiters renegotiate.
+  ForEachBit(bits, 1 + w, w, [&](int32_t bit) {
+    cache_->Erase(bit);
+    foreign_bits_[bit / 64] &= ~(uint64_t{1} << (bit % 64));
+    auto it = by_bit_.find(bit);
+    if (it != by_bit_.end()) Uncache(it->second);
+    bits[1 + bit / 64] &= ~(uint64_t{1} << (bit % 64));
+  });
+  // Cached tensors ready on every rank, in bit order.
+  std::vector<Response> ready;
+  ForEachBit(bits, 1, w, [&](int32_t bit) {
+    if (!cache_->Contains(bit)) return;
+    cache_->Touch(bit);
+    ready.push_back(cache_->Get(bit));
+    counters_.cache_hits.fetch_add(1, std::memory_order_relaxed);
+    auto it = by_bit_.find(bit);
+    if (it != by_bit_.end()) {
+      it->second->cache_bit = -1;
+      by_bit_.erase(it);
+    }
+  });
+
+  ResponseList negotiated;
+  if ((global & (kFlagUncached | kFlagStallRound)) != 0) {
+    counters_.negotiation_rounds.fetch_add(1, std::memory_order_relaxed);
+    CHORUS_RETURN_IF_ERROR(Negotiate(&negotiated));
+  }
+
+  // This rank's requests for the negotiated single-tensor responses, for the cache.
+  std::vector<std::optional<Request>> locals(negotiated.responses.size());
+  for (size_t i = 0; i < negotiated.responses.size(); ++i) {
+    const Response& r = negotiated.responses[i];
+    if (r.names.size() != 1) continue;
+    auto it = pending_.find(r.names[0]);
+    if (it != pending_.end()) locals[i] = it->second->request;
+  }
+
+  std::vector<Response> all = std::move(ready);
+  all.insert(all.end(), negotiated.responses.begin(), negotiated.responses.end());
+  std::vector<Response> plan = PlanFusion(std::move(all), shared_.fusion_threshold_bytes,
+                                          [this](int32_t id) { return SetSize(id); });
+  for (const Response& response : plan) CHORUS_RETURN_IF_ERROR(ExecuteResponse(response));
+  UpdateCache(negotiated, locals);
+
+  if ((global & kFlagShutdown) != 0) {
+    *stop = true;
+    return absl::OkStatus();
+  }
+  // While this rank waits on ops, the cycle time is a batching window: sleep it out. With
+  // nothing pending here, new local work starts the next cycle at once; otherwise wake after
+  // the cycle time if another rank is busy, or the idle time if none is.
+  const bool busy_elsewhere = (global & kFlagBusy) != 0;
+  const absl::Duration left = cycle_start + config_.cycle_time - absl::Now();
+  if (!pending_.empty()) {
+    if (left > absl::ZeroDuration()) absl::SleepFor(left);
+  } else if (busy_elsewhere) {
+    if (left > absl::ZeroDuration()) queue_->WaitForWork(left);
+  } else {
+    queue_->WaitForWork(config_.idle_cycle_time);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BackgroundLoop::Negotiate(ResponseList* out) {
+  RequestList mine;
+  mine.requests.reserve(unsent_.size());
+  for (TensorEntry* entry : unsent_) mine.requests.push_back(entry->request);
+  unsent_.clear();
+  std::vector<std::string> gathered;
+  CHORUS_RETURN_IF_ERROR(controller_->GatherToRoot(SerializeRequestList(mine), &gathered));
+  std::string reply;
+  if (coordinator_) {
+    const absl::Time now = absl::Now();
+    for (size_t r = 0; r < gathered.size(); ++r) {
+      absl::StatusOr<RequestList> list = ParseRequestList(gathered[r]);
+      if (!list.ok()) {
+        return absl::InternalError(absl::StrCat("malformed request list from rank ", r, ": ",
+                                                list.status().ToString()));
+      }
+      coordinator_->AddRequests(static_cast<int32_t>(r), list->requests, now);
+    }
+    reply = SerializeResponseList(coordinator_->BuildResponses(now));
+  }
+  CHORUS_RETURN_IF_ERROR(controller_->BroadcastFromRoot(&reply));
+  CHORUS_ASSIGN_OR_RETURN(*out, ParseResponseList(reply));
+
+  const bool was_joined = !joined_ranks_.empty();
+  joined_ranks_ = out->joined_ranks;
+  if (!was_joined && !joined_ranks_.empty()) {
+    // A joined rank never sets cache bits: everything waiting on the cache renegotiates.
+    std::vector<TensorEntry*> cached;
+    for (const auto& [bit, entry] : by_bit_) cached.push_back(entry);
+    for (TensorEntry* entry : cached) Uncache(entry);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BackgroundLoop::ExecuteResponse(const Response& response) {
+  if (response.is_error()) {
+    for (const std::string& name : response.names) {
+      CompleteEntry(name, StatusResult(response.status()));
+    }
+    return absl::OkStatus();
+  }
+  switch (response.type) {
+    case OpType::kJoin: {
+      OpResult result;
+      result.last_joined_rank = response.last_joined_rank;
+      for (const std::string& name : response.names) CompleteEntry(name, result);
+      return absl::OkStatus();
+    }
+    case OpType::kAddProcessSet: {
+      CHORUS_RETURN_IF_ERROR(
+          AddProcessSet(response.new_process_set_id, response.process_set_ranks));
+      OpResult result;
+      result.process_set_id = response.new_process_set_id;
+      for (const std::string& name : response.names) CompleteEntry(name, result);
+      return absl::OkStatus();
+    }
+    case OpType::kRemoveProcessSet: {
+      process_sets_.erase(response.new_process_set_id);
+      registry_->Erase(response.new_process_set_id);
+      OpResult result;
+      result.process_set_id = response.new_process_set_id;
+      for (const std::string& name : response.names) CompleteEntry(name, result);
+      return absl::OkStatus();
+    }
+    default:
+      break;
+  }
+
+  auto set = process_sets_.find(response.process_set_id);
+  if (set == process_sets_.end()) {
+    for (const std::string& name : response.names) {
+      CompleteEntry(name, StatusResult(absl::InternalError(absl::StrCat(
+                              "process set ", response.process_set_id, " is unknown on rank ",
+                              topology_.rank))));
+    }
+    return absl::OkStatus();
+  }
+  if (set->second.backend == nullptr) return absl::OkStatus();  // not a member
+
+  std::vector<TensorEntry*> entries(response.names.size(), nullptr);
+  for (size_t i = 0; i < response.names.size(); ++i) {
+    auto it = pending_.find(response.names[i]);
+    if (it != pending_.end()) {
+      entries[i] = it->second.get();
+    } else if (response.type != OpType::kAllreduce) {
+      return absl::InternalError(absl::StrCat("rank ", topology_.rank, " must run ",
+                                              OpTypeName(response.type), " of tensor '",
+                                              response.names[i], "' but holds no such tensor"));
+    }
+  }
+  std::vector<OpResult> results;
+  absl::Status status = executor_->Execute(response, entries, *set->second.backend, &results);
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (entries[i] != nullptr) CompleteEntry(response.names[i], std::move(results[i]));
+  }
+  return status;
+}
+
+void BackgroundLoop::CompleteEntry(const std::string& name, OpResult result) {
+  auto it = pending_.find(name);
+  if (it == pending_.end()) return;
+  std::unique_ptr<TensorEntry> entry = std::move(it->second);
+  pending_.erase(it);
+  if (entry->cache_bit >= 0) by_bit_.erase(entry->cache_bit);
+  // Forget the name before the callback so that a waiter may reuse it at once.
+  queue_->Forget(name);
+  entry->complete(std::move(result));
+}
+
+void BackgroundLoop::FailAllPending(const absl::Status& status) {
+  std::vector<std::string> names;
+  names.reserve(pending_.size());
+  for (const auto& [name, entry] : pending_) names.push_back(name);
+  for (const std::string& name : names) CompleteEntry(name, StatusResult(status));
+  for (std::unique_ptr<TensorEntry>& entry : queue_->DrainAll()) {
+    queue_->Forget(entry->request.name);
+    entry->complete(StatusResult(status));
+  }
+  unsent_.clear();
+  by_bit_.clear();
+}
+
+void BackgroundLoop::UpdateCache(const ResponseList& negotiated,
+                                 const std::vector<std::optional<Request>>& locals) {
+  if (cache_->capacity() == 0 || !negotiated.joined_ranks.empty()) return;
+  for (size_t i = 0; i < negotiated.responses.size(); ++i) {
+    const Response& r = negotiated.responses[i];
+    if (r.is_error() || !IsCacheable(r.type) || !r.group_key.empty() || r.names.size() != 1) {
+      continue;
+    }
+    const Request* local = locals[i].has_value() ? &*locals[i] : nullptr;
+    const int32_t bit = cache_->Put(r, local);
+    uint64_t& word = foreign_bits_[bit / 64];
+    const uint64_t mask = uint64_t{1} << (bit % 64);
+    auto set = process_sets_.find(r.process_set_id);
+    const bool member = set != process_sets_.end() && set->second.backend != nullptr;
+    word = member ? (word & ~mask) : (word | mask);
+  }
+  // A Put may have evicted (or reused the bit of) an entry a local op waits on.
+  std::vector<TensorEntry*> stale;
+  for (const auto& [bit, entry] : by_bit_) {
+    if (!cache_->Contains(bit) || cache_->Get(bit).names[0] != entry->request.name) {
+      stale.push_back(entry);
+    }
+  }
+  for (TensorEntry* entry : stale) Uncache(entry);
+}
+
+}  // namespace chorus::runtime

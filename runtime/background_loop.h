@@ -1,0 +1,134 @@
+// File: runtime/background_loop.h
+//
+// The background thread of one runtime: it owns all negotiation state, the process sets' data
+// planes and the fusion buffer, and is the only thread that talks to the Controller and the
+// backends after construction.
+//
+// Note [One global execution order]
+// Ranks submit in any order. Each cycle every rank computes the same list of responses (cached
+// ones in ascending bit order, then the coordinator's broadcast list), fuses it with the same
+// planner and shared config, and executes it in that order. So collectives on every
+// communicator are issued in the same order everywhere and cannot deadlock or pair up wrongly.
+//
+// One cycle (RunCycle), on every rank:
+//   1. Drain the submission queue; look each new request up in the response cache.
+//   2. One AllreduceBitAnd of [flags | cache-ready bits | cache-invalid bits] (Note [Cache bit
+//      vector] in background_loop.cc). Invalidated entries are erased everywhere; tensors whose
+//      bit is set on every rank are ready without any coordinator involvement.
+//   3. Only if some rank has uncached requests (or rank 0 must report stalls): every rank
+//      sends its new requests to rank 0 (GatherToRoot); the Coordinator builds the response
+//      list; rank 0 broadcasts it (BroadcastFromRoot).
+//   4. Plan fusion; execute each response; complete each entry's callback.
+//   5. Put the newly negotiated responses into the cache (same order on every rank).
+//   6. Sleep: the cycle time while any rank has work, else until local work arrives (or the
+//      idle cycle time passes).
+// A shutdown request on any rank travels in the flags; every rank then stops after that cycle
+// and fails what is still pending with Aborted. A transport failure stops the loop and fails
+// everything pending (and every later Enqueue) with the transport's status.
+//
+// Thread-safety: the constructor and Start run on the caller's thread; everything else on the
+// loop thread. The queue, registry and handle callbacks are the only shared state.
+#ifndef CHORUS_RUNTIME_BACKGROUND_LOOP_H_
+#define CHORUS_RUNTIME_BACKGROUND_LOOP_H_
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/notification.h"
+#include "runtime/config.h"
+#include "runtime/controller.h"
+#include "runtime/coordinator.h"
+#include "runtime/executor.h"
+#include "runtime/process_set_registry.h"
+#include "runtime/response_cache.h"
+#include "runtime/submission_queue.h"
+
+namespace chorus::runtime {
+
+class BackgroundLoop {
+ public:
+  // Borrows `queue` and `registry` (they outlive the loop).
+  BackgroundLoop(Config config, std::unique_ptr<Controller> controller, SubmissionQueue* queue,
+                 ProcessSetRegistry* registry);
+  // Joins the thread. REQUIRES: the queue was closed (the loop then stops).
+  ~BackgroundLoop();
+  BackgroundLoop(const BackgroundLoop&) = delete;
+  BackgroundLoop& operator=(const BackgroundLoop&) = delete;
+
+  // Starts the thread, which first agrees on the shared config with rank 0 and creates the
+  // global process set and `process_sets` (ids 1, 2, ...). Blocks until that is done and
+  // returns its status; on error the thread has exited.
+  absl::Status Start(std::vector<std::vector<int32_t>> process_sets);
+
+  const Topology& topology() const { return topology_; }
+
+  // Counters for tests and diagnostics (relaxed atomics; thread-safe to read).
+  struct Counters {
+    std::atomic<int64_t> cycles{0};
+    std::atomic<int64_t> negotiation_rounds{0};  // cycles that gathered requests on rank 0
+    std::atomic<int64_t> cache_hits{0};          // tensors made ready by the bit vector alone
+  };
+  const Counters& counters() const { return counters_; }
+
+ private:
+  struct ProcessSet {
+    std::vector<int32_t> ranks;                       // world ranks, ascending
+    std::unique_ptr<ops::CollectiveBackend> backend;  // null when this rank is not a member
+  };
+
+  void ThreadMain(std::vector<std::vector<int32_t>> process_sets);
+  absl::Status Handshake(const std::vector<std::vector<int32_t>>& process_sets);
+  absl::Status AddProcessSet(int32_t id, std::vector<int32_t> ranks);
+  // One cycle; sets *stop when the loop must end. A non-OK status is fatal.
+  absl::Status RunCycle(bool* stop);
+
+  // Moves queued entries into pending_, classifying each by the cache; appends the bits of
+  // changed cache entries to *invalid_bits.
+  void TakeNewEntries(std::vector<int32_t>* invalid_bits);
+  // The entry no longer waits on the cache: it will be sent to the coordinator.
+  void Uncache(TensorEntry* entry);
+  // Sends unsent_ to rank 0 and receives the cycle's response list.
+  absl::Status Negotiate(ResponseList* out);
+  absl::Status ExecuteResponse(const Response& response);
+  void CompleteEntry(const std::string& name, OpResult result);
+  void FailAllPending(const absl::Status& status);
+  // `locals[i]`: this rank's request for negotiated.responses[i], if it held the tensor.
+  void UpdateCache(const ResponseList& negotiated,
+                   const std::vector<std::optional<Request>>& locals);
+  int SetSize(int32_t id) const;
+
+  Config config_;
+  SharedConfig shared_;
+  std::unique_ptr<Controller> controller_;
+  Topology topology_;
+  SubmissionQueue* queue_;
+  ProcessSetRegistry* registry_;
+  std::thread thread_;
+  absl::Status start_status_;
+  absl::Notification started_;
+
+  // Loop-thread state.
+  std::unique_ptr<Coordinator> coordinator_;  // rank 0 only
+  std::unique_ptr<ResponseCache> cache_;
+  std::unique_ptr<Executor> executor_;
+  std::map<int32_t, ProcessSet> process_sets_;
+  absl::flat_hash_map<std::string, std::unique_ptr<TensorEntry>> pending_;
+  std::vector<TensorEntry*> unsent_;       // pending entries not yet sent to the coordinator
+  std::vector<int32_t> joined_ranks_;      // as last broadcast by the coordinator
+  std::vector<uint64_t> foreign_bits_;     // cache bits of tensors of sets this rank is not in
+  absl::flat_hash_map<int32_t, TensorEntry*> by_bit_;  // pending entries waiting on the cache
+  absl::Time last_stall_check_ = absl::InfinitePast();
+  Counters counters_;
+};
+
+}  // namespace chorus::runtime
+
+#endif  // CHORUS_RUNTIME_BACKGROUND_LOOP_H_

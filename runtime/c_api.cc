@@ -1,0 +1,198 @@
+// The C ABI over the process-wide C++ API. Every entry point catches everything: no exception
+// crosses into C.
+#include "chorus/c_api.h"
+
+#include <exception>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "chorus/chorus.h"
+
+struct chorus_result {
+  chorus::OpResult result;
+  std::string message;
+};
+
+namespace {
+
+thread_local std::string t_last_error;
+
+int Report(const absl::Status& status) {
+  if (status.ok()) return 0;
+  t_last_error = std::string(status.message());
+  return static_cast<int>(status.code());
+}
+
+template <typename F>
+int Guard(F f) {
+  try {
+    return f();
+  } catch (const std::exception& e) {
+    return Report(absl::InternalError(absl::StrCat("chorus internal error: ", e.what())));
+  } catch (...) {
+    return Report(absl::InternalError("chorus internal error: unknown exception"));
+  }
+}
+
+chorus::TensorView ToView(const chorus_tensor_t& t) {
+  chorus::TensorView v;
+  v.data = t.data;
+  v.dtype = static_cast<chorus::DataType>(t.dtype);
+  if (t.shape != nullptr && t.ndim > 0) v.shape.assign(t.shape, t.shape + t.ndim);
+  v.device = t.device;
+  return v;
+}
+
+chorus::OpRequest ToRequest(const chorus_op_t& op) {
+  chorus::OpRequest r;
+  r.type = static_cast<chorus::OpType>(op.type);
+  if (op.name != nullptr) r.name = op.name;
+  r.input = ToView(op.input);
+  r.output = ToView(op.output);
+  r.reduce_op = static_cast<chorus::ReduceOp>(op.reduce_op);
+  r.prescale_factor = op.prescale_factor;
+  r.postscale_factor = op.postscale_factor;
+  r.root_rank = op.root_rank;
+  r.process_set_id = op.process_set_id;
+  if (op.splits != nullptr && op.num_splits > 0) {
+    r.splits.assign(op.splits, op.splits + op.num_splits);
+  }
+  if (op.process_set_ranks != nullptr && op.num_process_set_ranks > 0) {
+    r.process_set_ranks.assign(op.process_set_ranks,
+                               op.process_set_ranks + op.num_process_set_ranks);
+  }
+  return r;
+}
+
+}  // namespace
+
+extern "C" {
+
+void chorus_op_init(chorus_op_t* op) {
+  *op = chorus_op_t{};
+  op->input.device = -1;
+  op->output.device = -1;
+  op->input.dtype = static_cast<int32_t>(chorus::DataType::kFloat32);
+  op->output.dtype = op->input.dtype;
+  op->prescale_factor = 1.0;
+  op->postscale_factor = 1.0;
+}
+
+int chorus_init(const void* mpi_comm, int32_t num_process_sets,
+                const int32_t* const* process_sets, const int32_t* set_sizes) {
+  return Guard([&] {
+    chorus::InitOptions options;
+    options.mpi_comm = mpi_comm;
+    for (int32_t i = 0; i < num_process_sets; ++i) {
+      options.process_sets.emplace_back(process_sets[i], process_sets[i] + set_sizes[i]);
+    }
+    return Report(chorus::Init(options));
+  });
+}
+
+int chorus_shutdown(void) {
+  return Guard([] { return Report(chorus::Shutdown()); });
+}
+
+int chorus_is_initialized(void) {
+  return Guard([] { return chorus::IsInitialized() ? 1 : 0; });
+}
+
+int chorus_topology(chorus_topology_t* out) {
+  return Guard([&] {
+    absl::StatusOr<chorus::Topology> t = chorus::GetTopology();
+    if (!t.ok()) return Report(t.status());
+    *out = chorus_topology_t{t->rank,       t->size,       t->local_rank,
+                             t->local_size, t->cross_rank, t->cross_size,
+                             t->is_homogeneous ? 1 : 0};
+    return 0;
+  });
+}
+
+int chorus_enqueue(const chorus_op_t* op, chorus_done_fn done, void* done_arg,
+                   chorus_handle_t* out) {
+  return Guard([&] {
+    chorus::DoneCallback callback;
+    if (done != nullptr) {
+      callback = [done, done_arg](const chorus::OpResult& r) {
+        done(done_arg, static_cast<int>(r.status.code()));
+      };
+    }
+    absl::StatusOr<chorus::Handle> h = chorus::Enqueue(ToRequest(*op), std::move(callback));
+    if (!h.ok()) return Report(h.status());
+    *out = *h;
+    return 0;
+  });
+}
+
+int chorus_enqueue_group(const chorus_op_t* ops, int32_t n, chorus_handle_t* out) {
+  return Guard([&] {
+    std::vector<chorus::OpRequest> requests;
+    for (int32_t i = 0; i < n; ++i) requests.push_back(ToRequest(ops[i]));
+    absl::StatusOr<std::vector<chorus::Handle>> hs = chorus::EnqueueGroup(std::move(requests));
+    if (!hs.ok()) return Report(hs.status());
+    for (size_t i = 0; i < hs->size(); ++i) out[i] = (*hs)[i];
+    return 0;
+  });
+}
+
+int chorus_poll(chorus_handle_t handle, int* done) {
+  return Guard([&] {
+    absl::StatusOr<bool> d = chorus::Poll(handle);
+    if (!d.ok()) return Report(d.status());
+    *done = *d ? 1 : 0;
+    return 0;
+  });
+}
+
+int chorus_wait(chorus_handle_t handle) {
+  return Guard([&] { return Report(chorus::Wait(handle)); });
+}
+
+int chorus_release(chorus_handle_t handle, chorus_result_t** out) {
+  return Guard([&] {
+    *out = nullptr;
+    absl::StatusOr<chorus::OpResult> r = chorus::Release(handle);
+    if (!r.ok()) return Report(r.status());
+    auto* result = new chorus_result{*std::move(r), ""};
+    result->message = std::string(result->result.status.message());
+    *out = result;
+    return Report(result->result.status);
+  });
+}
+
+void chorus_result_free(chorus_result_t* result) { delete result; }
+
+int chorus_result_status(const chorus_result_t* result, const char** message) {
+  if (message != nullptr) *message = result->message.c_str();
+  return static_cast<int>(result->result.status.code());
+}
+
+void chorus_result_output(const chorus_result_t* result, void** data, int64_t* num_bytes,
+                          int32_t* ndim, const int64_t** shape) {
+  const chorus::OpResult& r = result->result;
+  *data = r.output != nullptr ? r.output->data() : nullptr;
+  *num_bytes = r.output != nullptr ? static_cast<int64_t>(r.output->size()) : 0;
+  *ndim = static_cast<int32_t>(r.output_shape.size());
+  *shape = r.output_shape.data();
+}
+
+void chorus_result_received_splits(const chorus_result_t* result, const int64_t** splits,
+                                   int32_t* count) {
+  *splits = result->result.received_splits.data();
+  *count = static_cast<int32_t>(result->result.received_splits.size());
+}
+
+int32_t chorus_result_last_joined_rank(const chorus_result_t* result) {
+  return result->result.last_joined_rank;
+}
+
+int32_t chorus_result_process_set_id(const chorus_result_t* result) {
+  return result->result.process_set_id;
+}
+
+const char* chorus_last_error(void) { return t_last_error.c_str(); }
+
+}  // extern "C"

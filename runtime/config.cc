@@ -1,0 +1,225 @@
+// Config::FromEnvironment and Config::Describe, both driven by one table of variables.
+//
+// This is the only file of chorus that reads the process environment (::getenv).
+#include "runtime/config.h"
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+
+namespace chorus::runtime {
+namespace {
+
+// Parses `text` (already stripped) into the field of `config`; on failure returns the
+// "expected ..." part of the error message.
+using Parser = bool (*)(absl::string_view text, Config* config);
+// Renders the field of `config` in a form its Parser accepts.
+using Formatter = std::string (*)(const Config& config);
+
+struct Variable {
+  const char* name;        // CHORUS_* name; wins over the aliases
+  const char* aliases[2];  // Horovod names, null-terminated
+  const char* expected;    // "expected ..." text of the error for a bad value
+  const char* help;        // one-line description; the default is Describe() of Config{}
+  Parser parse;
+  Formatter format;
+};
+
+bool ParseInt64(absl::string_view text, int64_t min, int64_t max, int64_t* out) {
+  int64_t value = 0;
+  if (!absl::SimpleAtoi(text, &value) || value < min || value > max) return false;
+  *out = value;
+  return true;
+}
+
+bool ParseDouble(absl::string_view text, bool allow_zero, double* out) {
+  double value = 0;
+  if (!absl::SimpleAtod(text, &value) || !std::isfinite(value)) return false;
+  if (value < 0 || (value == 0 && !allow_zero)) return false;
+  *out = value;
+  return true;
+}
+
+bool ParseBool(absl::string_view text, bool* out) {
+  const std::string lower = absl::AsciiStrToLower(text);
+  if (lower == "1" || lower == "true" || lower == "yes" || lower == "on") {
+    *out = true;
+    return true;
+  }
+  if (lower == "0" || lower == "false" || lower == "no" || lower == "off") {
+    *out = false;
+    return true;
+  }
+  return false;
+}
+
+std::string FormatBool(bool value) { return value ? "true" : "false"; }
+
+// Renders a double in the fewest significant digits that SimpleAtod reads back exactly.
+std::string FormatDouble(double value) {
+  char buffer[32];
+  for (int precision = 6; precision < 17; ++precision) {
+    std::snprintf(buffer, sizeof(buffer), "%.*g", precision, value);
+    double back = 0;
+    if (absl::SimpleAtod(buffer, &back) && back == value) return buffer;
+  }
+  std::snprintf(buffer, sizeof(buffer), "%.17g", value);
+  return buffer;
+}
+
+constexpr int64_t kInt64Max = INT64_MAX;
+constexpr int64_t kMinPipelineChunkBytes = 4096;
+constexpr int64_t kMaxCacheCapacity = int64_t{1} << 20;
+
+const Variable kVariables[] = {
+    {"CHORUS_FUSION_THRESHOLD",
+     {"HOROVOD_FUSION_THRESHOLD", nullptr},
+     "expected a non-negative integer number of bytes",
+     "max bytes packed into one fused collective; 0 disables fusion",
+     [](absl::string_view text, Config* c) {
+       return ParseInt64(text, 0, kInt64Max, &c->fusion_threshold_bytes);
+     },
+     [](const Config& c) { return absl::StrCat(c.fusion_threshold_bytes); }},
+    {"CHORUS_CYCLE_TIME_MS",
+     {"HOROVOD_CYCLE_TIME", nullptr},
+     "expected a positive number of milliseconds",
+     "batching window of the background loop while work is pending",
+     [](absl::string_view text, Config* c) {
+       double ms = 0;
+       if (!ParseDouble(text, /*allow_zero=*/false, &ms)) return false;
+       c->cycle_time = absl::Milliseconds(ms);
+       return true;
+     },
+     [](const Config& c) { return FormatDouble(absl::ToDoubleMilliseconds(c.cycle_time)); }},
+    {"CHORUS_CACHE_CAPACITY",
+     {"HOROVOD_CACHE_CAPACITY", nullptr},
+     "expected an integer number of entries in [0, 1048576]",
+     "response cache entries; 0 disables the cache",
+     [](absl::string_view text, Config* c) {
+       int64_t value = 0;
+       if (!ParseInt64(text, 0, kMaxCacheCapacity, &value)) return false;
+       c->cache_capacity = static_cast<int32_t>(value);
+       return true;
+     },
+     [](const Config& c) { return absl::StrCat(c.cache_capacity); }},
+    {"CHORUS_PIPELINE_CHUNK_BYTES",
+     {nullptr, nullptr},
+     "expected an integer number of bytes >= 4096",
+     "a fused batch is reduced in pieces of this many bytes",
+     [](absl::string_view text, Config* c) {
+       return ParseInt64(text, kMinPipelineChunkBytes, kInt64Max, &c->pipeline_chunk_bytes);
+     },
+     [](const Config& c) { return absl::StrCat(c.pipeline_chunk_bytes); }},
+    {"CHORUS_INPLACE_MIN_BYTES",
+     {nullptr, nullptr},
+     "expected a non-negative integer number of bytes",
+     "tensors of at least this many bytes are reduced in place, not copied into the fusion buffer",
+     [](absl::string_view text, Config* c) {
+       return ParseInt64(text, 0, kInt64Max, &c->inplace_min_bytes);
+     },
+     [](const Config& c) { return absl::StrCat(c.inplace_min_bytes); }},
+    {"CHORUS_STALL_CHECK_TIME_SECONDS",
+     {"HOROVOD_STALL_CHECK_TIME_SECONDS", nullptr},
+     "expected a positive number of seconds",
+     "seconds after which the coordinator warns about a tensor some ranks have not submitted",
+     [](absl::string_view text, Config* c) {
+       double s = 0;
+       if (!ParseDouble(text, /*allow_zero=*/false, &s)) return false;
+       c->stall_warning_time = absl::Seconds(s);
+       return true;
+     },
+     [](const Config& c) { return FormatDouble(absl::ToDoubleSeconds(c.stall_warning_time)); }},
+    {"CHORUS_STALL_SHUTDOWN_TIME_SECONDS",
+     {"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", nullptr},
+     "expected a non-negative number of seconds (0 = never)",
+     "seconds after which stalled ops fail with DeadlineExceeded on every rank; 0 = never",
+     [](absl::string_view text, Config* c) {
+       double s = 0;
+       if (!ParseDouble(text, /*allow_zero=*/true, &s)) return false;
+       c->stall_shutdown_time = absl::Seconds(s);
+       return true;
+     },
+     [](const Config& c) { return FormatDouble(absl::ToDoubleSeconds(c.stall_shutdown_time)); }},
+    {"CHORUS_STALL_CHECK_DISABLE",
+     {"HOROVOD_STALL_CHECK_DISABLE", nullptr},
+     "expected a boolean (1/0, true/false, yes/no, on/off)",
+     "disables the stall inspector",
+     [](absl::string_view text, Config* c) { return ParseBool(text, &c->stall_check_disabled); },
+     [](const Config& c) { return FormatBool(c.stall_check_disabled); }},
+    {"CHORUS_IDLE_CYCLE_MS",
+     {nullptr, nullptr},
+     "expected a positive number of milliseconds",
+     "how long an idle background loop sleeps between cycles",
+     [](absl::string_view text, Config* c) {
+       double ms = 0;
+       if (!ParseDouble(text, /*allow_zero=*/false, &ms)) return false;
+       c->idle_cycle_time = absl::Milliseconds(ms);
+       return true;
+     },
+     [](const Config& c) { return FormatDouble(absl::ToDoubleMilliseconds(c.idle_cycle_time)); }},
+    {"CHORUS_LOG_LEVEL",
+     {"HOROVOD_LOG_LEVEL", nullptr},
+     "expected one of trace, debug, info, warning, error",
+     "log level; Horovod's \"fatal\" is read as error",
+     [](absl::string_view text, Config* c) {
+       std::string lower = absl::AsciiStrToLower(text);
+       if (lower == "fatal") lower = "error";
+       if (lower != "trace" && lower != "debug" && lower != "info" && lower != "warning" &&
+           lower != "error") {
+         return false;
+       }
+       c->log_level = std::move(lower);
+       return true;
+     },
+     [](const Config& c) { return c.log_level; }},
+    {"CHORUS_PRINT_CONFIG",
+     {nullptr, nullptr},
+     "expected a boolean (1/0, true/false, yes/no, on/off)",
+     "rank 0 logs the effective configuration at init",
+     [](absl::string_view text, Config* c) { return ParseBool(text, &c->print_config); },
+     [](const Config& c) { return FormatBool(c.print_config); }},
+};
+
+}  // namespace
+
+absl::StatusOr<Config> Config::FromEnvironment(const Lookup& lookup) {
+  const Lookup get = lookup ? lookup : Lookup([](const char* name) { return ::getenv(name); });
+  Config config;
+  for (const Variable& var : kVariables) {
+    const char* read_name = var.name;
+    const char* value = get(var.name);
+    for (const char* alias : var.aliases) {
+      if (value != nullptr || alias == nullptr) break;
+      read_name = alias;
+      value = get(alias);
+    }
+    if (value == nullptr) continue;
+    if (!var.parse(absl::StripAsciiWhitespace(value), &config)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(read_name, "=\"", value, "\": ", var.expected));
+    }
+  }
+  return config;
+}
+
+std::vector<std::string> Config::Describe() const {
+  std::vector<std::string> lines;
+  lines.reserve(std::size(kVariables));
+  for (const Variable& var : kVariables) {
+    lines.push_back(absl::StrCat(var.name, "=", var.format(*this)));
+  }
+  return lines;
+}
+
+}  // namespace chorus::runtime

@@ -1,0 +1,66 @@
+// File: runtime/config.h
+//
+// Every tunable of the runtime, read once from the environment at Init() and passed down as a
+// value. runtime/config.cc is the only file of chorus that reads the environment. Each
+// CHORUS_* variable also accepts its Horovod name (HOROVOD_*) as an alias; when both are set the
+// CHORUS_* one wins. A malformed or out-of-range value is an InvalidArgument naming the variable
+// and the accepted values.
+//
+// Thread-safety: a plain value (thread-compatible).
+#ifndef CHORUS_RUNTIME_CONFIG_H_
+#define CHORUS_RUNTIME_CONFIG_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace chorus::runtime {
+
+struct Config {
+  // Max bytes of small tensors packed into one fused collective; 0 disables fusion.
+  // CHORUS_FUSION_THRESHOLD (bytes; HOROVOD_FUSION_THRESHOLD). Default 128 MiB.
+  int64_t fusion_threshold_bytes = int64_t{128} << 20;
+  // Batching window of the background loop while work is pending.
+  // CHORUS_CYCLE_TIME_MS (milliseconds, may be fractional; HOROVOD_CYCLE_TIME). Default 1.
+  absl::Duration cycle_time = absl::Milliseconds(1);
+  // Response cache entries; 0 disables the cache.
+  // CHORUS_CACHE_CAPACITY (HOROVOD_CACHE_CAPACITY). Default 1024.
+  int32_t cache_capacity = 1024;
+  // A fused batch is reduced in pieces of this many bytes (see Note [Pipelined fusion] in
+  // runtime/executor.h). CHORUS_PIPELINE_CHUNK_BYTES. Default 4 MiB. Must be >= 4 KiB.
+  int64_t pipeline_chunk_bytes = int64_t{4} << 20;
+  // Tensors of at least this many bytes are reduced in place instead of being copied into the
+  // fusion buffer. CHORUS_INPLACE_MIN_BYTES. Default 256 KiB.
+  int64_t inplace_min_bytes = int64_t{256} << 10;
+  // Seconds after which the coordinator warns about a tensor some ranks have not submitted;
+  // CHORUS_STALL_CHECK_TIME_SECONDS (HOROVOD_STALL_CHECK_TIME_SECONDS). Default 60.
+  absl::Duration stall_warning_time = absl::Seconds(60);
+  // Seconds after which stalled ops fail with DeadlineExceeded on every rank; 0 = never.
+  // CHORUS_STALL_SHUTDOWN_TIME_SECONDS (HOROVOD_STALL_SHUTDOWN_TIME_SECONDS). Default 0.
+  absl::Duration stall_shutdown_time = absl::ZeroDuration();
+  // Disables the stall inspector. CHORUS_STALL_CHECK_DISABLE (HOROVOD_STALL_CHECK_DISABLE).
+  bool stall_check_disabled = false;
+  // How long an idle background loop sleeps between cycles when no rank has work; it wakes
+  // at once when work is submitted locally. CHORUS_IDLE_CYCLE_MS. Default 20.
+  absl::Duration idle_cycle_time = absl::Milliseconds(20);
+  // trace, debug, info, warning, error. CHORUS_LOG_LEVEL (HOROVOD_LOG_LEVEL). Default warning.
+  std::string log_level = "warning";
+  // Rank 0 logs the effective configuration at init. CHORUS_PRINT_CONFIG. Default false.
+  bool print_config = false;
+
+  // Reads the variables through `lookup` (returns null when a variable is unset); the default
+  // lookup is the process environment.
+  using Lookup = std::function<const char*(const char*)>;
+  static absl::StatusOr<Config> FromEnvironment(const Lookup& lookup = nullptr);
+
+  // One "NAME=value" line per field, in a stable order (for CHORUS_PRINT_CONFIG).
+  std::vector<std::string> Describe() const;
+};
+
+}  // namespace chorus::runtime
+
+#endif  // CHORUS_RUNTIME_CONFIG_H_

@@ -1,0 +1,57 @@
+// File: runtime/controller.h
+//
+// The control plane: the few primitives negotiation needs, over ALL ranks of the job (the world
+// of this runtime), plus the factory for per-process-set data planes. Implementations:
+// MpiController (runtime/mpi/), InProcessController (test/support/, N ranks as N threads).
+//
+// Every method except the accessors is collective over the world: all ranks call it, in the
+// same order, from their background thread. Blocking. Errors are Status (Unavailable when a peer
+// is lost); nothing throws.
+// Thread-safety: thread-compatible; background-thread-only after construction.
+#ifndef CHORUS_RUNTIME_CONTROLLER_H_
+#define CHORUS_RUNTIME_CONTROLLER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "chorus/chorus.h"
+#include "ops/collective_backend.h"
+
+namespace chorus::runtime {
+
+class Controller {
+ public:
+  virtual ~Controller() = default;
+
+  virtual const Topology& topology() const = 0;
+  int rank() const { return topology().rank; }
+  int size() const { return topology().size; }
+  // "MPI", "in-process", ... for logs and --check-build style reports.
+  virtual std::string name() const = 0;
+
+  // Rank 0 receives every rank's `mine` in rank order in *all (resized to size()); on other
+  // ranks *all is left empty.
+  virtual absl::Status GatherToRoot(const std::string& mine, std::vector<std::string>* all) = 0;
+
+  // Rank 0's *data replaces *data on every other rank.
+  virtual absl::Status BroadcastFromRoot(std::string* data) = 0;
+
+  // bits[i] = AND over all ranks of bits[i]. (An OR is an AND of complements.)
+  virtual absl::Status AllreduceBitAnd(absl::Span<uint64_t> bits) = 0;
+
+  virtual absl::Status Barrier() = 0;
+
+  // Creates the data plane for the set of world ranks `ranks` (ascending, non-empty). Collective
+  // over the whole world, even ranks outside the set, which get a null pointer back.
+  virtual absl::StatusOr<std::unique_ptr<ops::CollectiveBackend>> CreateBackend(
+      absl::Span<const int32_t> ranks) = 0;
+};
+
+}  // namespace chorus::runtime
+
+#endif  // CHORUS_RUNTIME_CONTROLLER_H_

@@ -1,0 +1,310 @@
+#include "runtime/executor.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "ops/cpu/reduce_kernels.h"
+#include "runtime/common/status_macros.h"
+
+namespace chorus::runtime {
+namespace {
+
+// The reduction the backend runs for `op` (Average is a Sum followed by scaling).
+ReduceOp BackendOp(ReduceOp op) { return op == ReduceOp::kAverage ? ReduceOp::kSum : op; }
+
+double PostscaleFor(const Response& response, int set_size) {
+  double factor = response.postscale_factor;
+  if (response.reduce_op == ReduceOp::kAverage) factor /= set_size;
+  return factor;
+}
+
+int64_t RowElements(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (size_t d = 1; d < shape.size(); ++d) n *= shape[d];
+  return n;
+}
+
+std::byte* Bytes(void* p) { return static_cast<std::byte*>(p); }
+
+// Where an allreduce result goes: the explicit output, else the input (in place).
+void* OutputOf(const TensorEntry& entry) {
+  return entry.op.output.data != nullptr ? entry.op.output.data : entry.op.input.data;
+}
+
+std::shared_ptr<OutputBuffer> NewOutput(int64_t bytes) {
+  return std::make_shared<OutputBuffer>(static_cast<size_t>(bytes));
+}
+
+}  // namespace
+
+Executor::Executor(const SharedConfig& config) : config_(config) {}
+
+std::byte* Executor::FusionBuffer(int64_t bytes) {
+  if (bytes > fusion_capacity_) {
+    // Uninitialised on purpose: every byte is written before it is read.
+    fusion_buffer_.reset(new std::byte[static_cast<size_t>(bytes)]);
+    fusion_capacity_ = bytes;
+  }
+  return fusion_buffer_.get();
+}
+
+absl::Status Executor::Execute(const Response& response, const std::vector<TensorEntry*>& entries,
+                               ops::CollectiveBackend& backend, std::vector<OpResult>* results) {
+  results->assign(entries.size(), OpResult());
+  absl::Status status;
+  switch (response.type) {
+    case OpType::kAllreduce:
+      status = Allreduce(response, entries, backend);
+      break;
+    case OpType::kAllgather:
+      status = Allgather(response, entries, backend, results);
+      break;
+    case OpType::kBroadcast:
+      status = Broadcast(response, entries, backend);
+      break;
+    case OpType::kAlltoall:
+      status = Alltoall(response, *entries.at(0), backend, &(*results)[0]);
+      break;
+    case OpType::kReducescatter:
+      status = Reducescatter(response, *entries.at(0), backend, &(*results)[0]);
+      break;
+    case OpType::kBarrier:
+      status = backend.Barrier();
+      break;
+    default:
+      status = absl::InternalError(
+          absl::StrCat("executor cannot run a ", OpTypeName(response.type), " response"));
+  }
+  if (!status.ok()) {
+    for (OpResult& r : *results) r = StatusResult(status);
+  }
+  return status;
+}
+
+absl::Status Executor::Allreduce(const Response& response,
+                                 const std::vector<TensorEntry*>& entries,
+                                 ops::CollectiveBackend& backend) {
+  const DataType dtype = response.dtype;
+  const int64_t esize = static_cast<int64_t>(DataTypeSize(dtype));
+  const ReduceOp op = BackendOp(response.reduce_op);
+  const double pre = response.prescale_factor;
+  const double post = PostscaleFor(response, backend.size());
+  const int64_t chunk_elems = std::max<int64_t>(1, config_.pipeline_chunk_bytes / esize);
+
+  // Small tensors, packed: (entry index, element count).
+  std::vector<size_t> packed;
+  int64_t packed_elems = 0;
+
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const int64_t count = NumElements(response.shapes[i]);
+    if (count * esize < config_.inplace_min_bytes && entries.size() > 1) {
+      packed.push_back(i);
+      packed_elems += count;
+      continue;
+    }
+    // Note [Pipelined fusion]: large tensors are reduced where they are, chunk by chunk.
+    TensorEntry* entry = entries[i];
+    for (int64_t off = 0; off < count; off += chunk_elems) {
+      const int64_t n = std::min(chunk_elems, count - off);
+      if (entry == nullptr) {
+        // A joined rank contributes zeros and discards the result.
+        std::byte* scratch = FusionBuffer(n * esize);
+        std::memset(scratch, 0, static_cast<size_t>(n * esize));
+        CHORUS_RETURN_IF_ERROR(backend.Allreduce(scratch, scratch, n, dtype, op));
+      } else {
+        const std::byte* src = Bytes(entry->op.input.data) + off * esize;
+        std::byte* dst = Bytes(OutputOf(*entry)) + off * esize;
+        if (pre != 1.0) {
+          ops::ScaleCopy(dst, src, n, dtype, pre);
+          src = dst;
+        }
+        CHORUS_RETURN_IF_ERROR(backend.Allreduce(src, dst, n, dtype, op));
+        ops::ScaleInPlace(dst, n, dtype, post);
+      }
+    }
+  }
+  if (packed_elems == 0) return absl::OkStatus();
+
+  // Packed tensors, one window of chunk_elems at a time: pack -> reduce -> unpack.
+  std::byte* buffer = FusionBuffer(std::min(packed_elems, chunk_elems) * esize);
+  size_t first = 0;        // first packed tensor overlapping the window
+  int64_t first_off = 0;   // elements of packed[first] already handled
+  while (first < packed.size()) {
+    // Pack.
+    int64_t filled = 0;
+    size_t t = first;
+    int64_t t_off = first_off;
+    while (t < packed.size() && filled < chunk_elems) {
+      const size_t i = packed[t];
+      const int64_t count = NumElements(response.shapes[i]);
+      const int64_t n = std::min(count - t_off, chunk_elems - filled);
+      std::byte* dst = buffer + filled * esize;
+      if (entries[i] == nullptr) {
+        std::memset(dst, 0, static_cast<size_t>(n * esize));
+      } else {
+        ops::ScaleCopy(dst, Bytes(entries[i]->op.input.data) + t_off * esize, n, dtype, pre);
+      }
+      filled += n;
+      t_off += n;
+      if (t_off == count) {
+        ++t;
+        t_off = 0;
+      }
+    }
+    CHORUS_RETURN_IF_ERROR(backend.Allreduce(buffer, buffer, filled, dtype, op));
+    // Unpack the same ranges.
+    int64_t drained = 0;
+    while (drained < filled) {
+      const size_t i = packed[first];
+      const int64_t count = NumElements(response.shapes[i]);
+      const int64_t n = std::min(count - first_off, filled - drained);
+      if (entries[i] != nullptr) {
+        ops::ScaleCopy(Bytes(OutputOf(*entries[i])) + first_off * esize,
+                       buffer + drained * esize, n, dtype, post);
+      }
+      drained += n;
+      first_off += n;
+      if (first_off == count) {
+        ++first;
+        first_off = 0;
+      }
+    }
+    // Zero-element tensors at the end of the window are complete as well.
+    while (first < packed.size() && NumElements(response.shapes[packed[first]]) == 0) ++first;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Executor::Allgather(const Response& response,
+                                 const std::vector<TensorEntry*>& entries,
+                                 ops::CollectiveBackend& backend,
+                                 std::vector<OpResult>* results) {
+  const int size = backend.size();
+  const int me = backend.rank();
+  const int64_t esize = static_cast<int64_t>(DataTypeSize(response.dtype));
+  const size_t m = entries.size();
+  std::vector<int64_t> row_bytes(m);
+  for (size_t k = 0; k < m; ++k) row_bytes[k] = RowElements(response.shapes[k]) * esize;
+  auto first_dim = [&](size_t k, int r) { return response.first_dims[k * size + r]; };
+
+  // Outputs.
+  for (size_t k = 0; k < m; ++k) {
+    int64_t rows = 0;
+    for (int r = 0; r < size; ++r) rows += first_dim(k, r);
+    OpResult& result = (*results)[k];
+    result.output = NewOutput(rows * row_bytes[k]);
+    result.output_shape = response.shapes[k];
+    result.output_shape[0] = rows;
+  }
+
+  std::vector<int64_t> recv_bytes(size, 0);
+  for (int r = 0; r < size; ++r) {
+    for (size_t k = 0; k < m; ++k) recv_bytes[r] += first_dim(k, r) * row_bytes[k];
+  }
+  if (m == 1) {
+    return backend.Allgatherv(entries[0]->op.input.data, (*results)[0].output->data(),
+                              recv_bytes);
+  }
+
+  // Several tensors: pack this rank's rows of each, gather rank-major, unpack per tensor.
+  int64_t total = 0;
+  for (int64_t b : recv_bytes) total += b;
+  std::byte* send = FusionBuffer(recv_bytes[me] + total);
+  std::byte* recv = send + recv_bytes[me];
+  int64_t off = 0;
+  for (size_t k = 0; k < m; ++k) {
+    const int64_t bytes = first_dim(k, me) * row_bytes[k];
+    if (bytes > 0) std::memcpy(send + off, entries[k]->op.input.data, static_cast<size_t>(bytes));
+    off += bytes;
+  }
+  CHORUS_RETURN_IF_ERROR(backend.Allgatherv(send, recv, recv_bytes));
+  std::vector<int64_t> out_off(m, 0);
+  const std::byte* src = recv;
+  for (int r = 0; r < size; ++r) {
+    for (size_t k = 0; k < m; ++k) {
+      const int64_t bytes = first_dim(k, r) * row_bytes[k];
+      if (bytes > 0) {
+        std::memcpy((*results)[k].output->data() + out_off[k], src, static_cast<size_t>(bytes));
+      }
+      out_off[k] += bytes;
+      src += bytes;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Executor::Broadcast(const Response& response,
+                                 const std::vector<TensorEntry*>& entries,
+                                 ops::CollectiveBackend& backend) {
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const TensorView& t = entries[i]->op.input;
+    CHORUS_RETURN_IF_ERROR(backend.Broadcast(t.data, t.num_bytes(), response.root_rank));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Executor::Alltoall(const Response& response, TensorEntry& entry,
+                                ops::CollectiveBackend& backend, OpResult* result) {
+  const int size = backend.size();
+  const TensorView& in = entry.op.input;
+  const int64_t row_bytes = RowElements(in.shape) * static_cast<int64_t>(DataTypeSize(in.dtype));
+  std::vector<int64_t> send_rows = entry.op.splits;
+  if (send_rows.empty()) send_rows.assign(size, in.shape[0] / size);
+
+  // Exchange row counts: 8 bytes to and from every rank.
+  std::vector<int64_t> recv_rows(size, 0);
+  std::vector<int64_t> eight(size, 8), offsets(size);
+  for (int r = 0; r < size; ++r) offsets[r] = 8 * r;
+  CHORUS_RETURN_IF_ERROR(
+      backend.Alltoallv(send_rows.data(), eight, offsets, recv_rows.data(), eight, offsets));
+
+  std::vector<int64_t> send_bytes(size), send_off(size), recv_bytes(size), recv_off(size);
+  int64_t s = 0, r_total = 0, rows = 0;
+  for (int r = 0; r < size; ++r) {
+    send_bytes[r] = send_rows[r] * row_bytes;
+    send_off[r] = s;
+    s += send_bytes[r];
+    recv_bytes[r] = recv_rows[r] * row_bytes;
+    recv_off[r] = r_total;
+    r_total += recv_bytes[r];
+    rows += recv_rows[r];
+  }
+  result->output = NewOutput(r_total);
+  result->output_shape = in.shape;
+  result->output_shape[0] = rows;
+  result->received_splits = recv_rows;
+  return backend.Alltoallv(in.data, send_bytes, send_off, result->output->data(), recv_bytes,
+                           recv_off);
+}
+
+absl::Status Executor::Reducescatter(const Response& response, TensorEntry& entry,
+                                     ops::CollectiveBackend& backend, OpResult* result) {
+  const int size = backend.size();
+  const int me = backend.rank();
+  const TensorView& in = entry.op.input;
+  const int64_t dim0 = in.shape[0];
+  const int64_t row = RowElements(in.shape);
+  const int64_t esize = static_cast<int64_t>(DataTypeSize(in.dtype));
+  std::vector<int64_t> counts(size);
+  for (int r = 0; r < size; ++r) counts[r] = (dim0 / size + (r < dim0 % size ? 1 : 0)) * row;
+
+  result->output_shape = in.shape;
+  result->output_shape[0] = counts[me] / std::max<int64_t>(row, 1);
+  if (row == 0) result->output_shape[0] = dim0 / size + (me < dim0 % size ? 1 : 0);
+  result->output = NewOutput(counts[me] * esize);
+
+  const void* send = in.data;
+  if (response.prescale_factor != 1.0) {
+    std::byte* scaled = FusionBuffer(in.num_bytes());
+    ops::ScaleCopy(scaled, in.data, in.num_elements(), in.dtype, response.prescale_factor);
+    send = scaled;
+  }
+  CHORUS_RETURN_IF_ERROR(backend.ReduceScatter(send, result->output->data(), counts, in.dtype,
+                                               BackendOp(response.reduce_op)));
+  ops::ScaleInPlace(result->output->data(), counts[me], in.dtype, PostscaleFor(response, size));
+  return absl::OkStatus();
+}
+
+}  // namespace chorus::runtime

@@ -1,0 +1,136 @@
+// File: runtime/fusion_planner.cc
+//
+// Fusion planning (see runtime/fusion_planner.h for the rules). Runs every cycle on every rank,
+// so it is linear in the common case (one compatible run of small responses) and at most
+// O(n * batches) otherwise: unplaced responses sit in a linked list, so a batch's scan never
+// revisits placed ones, and fused names and shapes are moved, never copied.
+#include "runtime/fusion_planner.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "chorus/types.h"
+
+namespace chorus::runtime {
+namespace {
+
+bool Fusable(const Response& r) {
+  return !r.is_error() && (r.type == OpType::kAllreduce || r.type == OpType::kAllgather);
+}
+
+bool Compatible(const Response& a, const Response& b) {
+  return a.type == b.type && a.dtype == b.dtype && a.reduce_op == b.reduce_op &&
+         a.prescale_factor == b.prescale_factor && a.postscale_factor == b.postscale_factor &&
+         a.device == b.device && a.process_set_id == b.process_set_id && a.group_key == b.group_key;
+}
+
+// Elements of one first-dimension row of `shape` (1 for a 1-d tensor).
+int64_t RowElements(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (size_t d = 1; d < shape.size(); ++d) n *= shape[d];
+  return n;
+}
+
+// Appends `from`'s tensors to `into` (same type, dtype and set), moving the vectors' elements.
+void Append(Response& into, Response&& from) {
+  for (std::string& name : from.names) into.names.push_back(std::move(name));
+  for (std::vector<int64_t>& shape : from.shapes) into.shapes.push_back(std::move(shape));
+  into.first_dims.insert(into.first_dims.end(), from.first_dims.begin(), from.first_dims.end());
+}
+
+}  // namespace
+
+int64_t ResponseBytes(const Response& response, int set_size) {
+  const auto elem = static_cast<int64_t>(DataTypeSize(response.dtype));
+  int64_t bytes = 0;
+  if (response.type != OpType::kAllgather) {
+    for (const std::vector<int64_t>& shape : response.shapes) bytes += NumElements(shape) * elem;
+    return bytes;
+  }
+  const size_t ranks = set_size > 0 ? static_cast<size_t>(set_size) : 0;
+  for (size_t i = 0; i < response.shapes.size(); ++i) {
+    const std::vector<int64_t>& shape = response.shapes[i];
+    if (shape.empty()) continue;  // a 0-d allgather is rejected by the coordinator
+    int64_t rows = 0;
+    for (size_t r = 0; r < ranks; ++r) {
+      const size_t at = i * ranks + r;
+      // A short first_dims (malformed input) counts the first rank's rows.
+      rows += at < response.first_dims.size() ? response.first_dims[at] : shape[0];
+    }
+    bytes += rows * RowElements(shape) * elem;
+  }
+  return bytes;
+}
+
+std::vector<Response> PlanFusion(std::vector<Response> responses, int64_t threshold_bytes,
+                                 const std::function<int(int32_t)>& set_size_of) {
+  const size_t n = responses.size();
+  std::vector<Response> out;
+  out.reserve(n);
+  if (n == 0) return out;
+
+  // Byte sizes of the fusable ungrouped responses (the only ones the threshold applies to).
+  std::vector<int64_t> bytes(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    const Response& r = responses[i];
+    if (!Fusable(r) || !r.group_key.empty()) continue;
+    const int set_size = r.type == OpType::kAllgather ? set_size_of(r.process_set_id) : 0;
+    bytes[i] = ResponseBytes(r, set_size);
+  }
+
+  // Doubly linked list of unplaced indices; n is the end sentinel.
+  std::vector<size_t> next(n), prev(n);
+  for (size_t i = 0; i < n; ++i) {
+    next[i] = i + 1;
+    prev[i] = i == 0 ? n : i - 1;
+  }
+  size_t head = 0;
+  auto unlink = [&](size_t i) {
+    if (prev[i] == n) {
+      head = next[i];
+    } else {
+      next[prev[i]] = next[i];
+    }
+    if (next[i] != n) prev[next[i]] = prev[i];
+  };
+
+  std::vector<size_t> batch;
+  while (head != n) {
+    const size_t first = head;
+    unlink(first);
+    Response& base = responses[first];
+    if (!Fusable(base)) {
+      out.push_back(std::move(base));
+      continue;
+    }
+    batch.clear();
+    const bool grouped = !base.group_key.empty();
+    int64_t total = bytes[first];
+    if (grouped || (threshold_bytes > 0 && total <= threshold_bytes)) {
+      for (size_t j = head; j != n;) {
+        const size_t after = next[j];
+        const Response& cand = responses[j];
+        if (Fusable(cand) && Compatible(base, cand) &&
+            (grouped || total + bytes[j] <= threshold_bytes)) {
+          total += bytes[j];
+          batch.push_back(j);
+          unlink(j);
+        }
+        j = after;
+      }
+    }
+    if (!batch.empty()) {
+      size_t tensors = base.names.size();
+      for (size_t j : batch) tensors += responses[j].names.size();
+      base.names.reserve(tensors);
+      base.shapes.reserve(tensors);
+      for (size_t j : batch) Append(base, std::move(responses[j]));
+    }
+    out.push_back(std::move(base));
+  }
+  return out;
+}
+
+}  // namespace chorus::runtime

@@ -1,0 +1,51 @@
+// File: runtime/handle_table.h
+//
+// Integer handles for in-flight ops: created at Enqueue, completed by the background thread,
+// observed by Poll/Wait and forgotten by Release.
+//
+// Thread-safety: thread-safe.
+#ifndef CHORUS_RUNTIME_HANDLE_TABLE_H_
+#define CHORUS_RUNTIME_HANDLE_TABLE_H_
+
+#include <cstdint>
+#include <optional>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "chorus/chorus.h"
+
+namespace chorus::runtime {
+
+class HandleTable {
+ public:
+  // A new, not yet completed handle (positive, never reused within this table).
+  Handle Create() ABSL_LOCKS_EXCLUDED(mu_);
+  // Forgets a handle whose op was never queued (Enqueue failed after Create).
+  void Discard(Handle handle) ABSL_LOCKS_EXCLUDED(mu_);
+  // Records the result and wakes waiters. REQUIRES: called once per handle.
+  void Complete(Handle handle, OpResult result) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // NotFound for an unknown (or released) handle.
+  absl::StatusOr<bool> Poll(Handle handle) const ABSL_LOCKS_EXCLUDED(mu_);
+  // Blocks until completion; returns the op's status (NotFound for an unknown handle).
+  absl::Status Wait(Handle handle) const ABSL_LOCKS_EXCLUDED(mu_);
+  // Blocks until completion, then removes the handle and returns its result.
+  absl::StatusOr<OpResult> Release(Handle handle) ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  struct Slot {
+    bool done = false;
+    OpResult result;
+  };
+  absl::Status NotFound(Handle handle) const;
+
+  mutable absl::Mutex mu_;
+  Handle next_ ABSL_GUARDED_BY(mu_) = 1;
+  absl::flat_hash_map<Handle, Slot> slots_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace chorus::runtime
+
+#endif  // CHORUS_RUNTIME_HANDLE_TABLE_H_

@@ -1,0 +1,112 @@
+/* File: chorus/c_api.h
+ *
+ * The C ABI of libchorus.so: the only exported symbols. Bindings (Python, ...) use this.
+ *
+ * Conventions:
+ * - Every function returns an int status code: 0 on success, else an absl::StatusCode value
+ *   (3 invalid argument, 5 not found, 9 failed precondition, 10 aborted, 4 deadline exceeded,
+ *   12 unimplemented, 13 internal, 14 unavailable). After a non-zero return,
+ *   chorus_last_error() gives this thread's message for it.
+ * - Pointers passed in are borrowed for the call only, except tensor data, which must stay
+ *   valid until the op completes.
+ * - Thread-safe: every function may be called from any thread. chorus_wait and chorus_release
+ *   block the calling thread only. Callbacks run on chorus's background thread and must not
+ *   block or call chorus_wait.
+ * - No C++ exception ever crosses this boundary.
+ */
+#ifndef CHORUS_C_API_H_
+#define CHORUS_C_API_H_
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CHORUS_EXPORT __attribute__((visibility("default")))
+
+typedef int64_t chorus_handle_t;
+
+/* A borrowed, contiguous, row-major tensor. dtype: chorus::DataType values; device -1 = host. */
+typedef struct {
+  void* data;
+  int32_t dtype;
+  int32_t ndim;
+  const int64_t* shape; /* ndim entries */
+  int32_t device;
+} chorus_tensor_t;
+
+/* One op; see chorus::OpRequest in chorus/chorus.h for the meaning of each field.
+ * type: chorus::OpType values; reduce_op: chorus::ReduceOp values. */
+typedef struct {
+  int32_t type;
+  const char* name; /* may be NULL or "" for barrier, join and process-set ops */
+  chorus_tensor_t input;
+  chorus_tensor_t output; /* allreduce; output.data NULL = in place */
+  int32_t reduce_op;
+  double prescale_factor;
+  double postscale_factor;
+  int32_t root_rank;
+  int32_t process_set_id;
+  const int64_t* splits;
+  int32_t num_splits;
+  const int32_t* process_set_ranks;
+  int32_t num_process_set_ranks;
+} chorus_op_t;
+
+/* Fills an op with the defaults of chorus::OpRequest (sum, factors 1, set 0, ...). */
+CHORUS_EXPORT void chorus_op_init(chorus_op_t* op);
+
+typedef struct {
+  int32_t rank, size, local_rank, local_size, cross_rank, cross_size, is_homogeneous;
+} chorus_topology_t;
+
+/* Runs when an op completes, on the background thread, with its status code. */
+typedef void (*chorus_done_fn)(void* arg, int code);
+
+/* mpi_comm: an MPI_Comm* or NULL for MPI_COMM_WORLD. process_sets: num_process_sets lists of
+ * world ranks (set i has set_sizes[i] ranks), created with ids 1, 2, ... Collective. */
+CHORUS_EXPORT int chorus_init(const void* mpi_comm, int32_t num_process_sets,
+                              const int32_t* const* process_sets, const int32_t* set_sizes);
+CHORUS_EXPORT int chorus_shutdown(void);
+CHORUS_EXPORT int chorus_is_initialized(void);
+CHORUS_EXPORT int chorus_topology(chorus_topology_t* out);
+
+/* Submits one op; *out receives its handle. done (optional) runs once on completion. */
+CHORUS_EXPORT int chorus_enqueue(const chorus_op_t* op, chorus_done_fn done, void* done_arg,
+                                 chorus_handle_t* out);
+/* Submits n ops as one group; out receives n handles. */
+CHORUS_EXPORT int chorus_enqueue_group(const chorus_op_t* ops, int32_t n, chorus_handle_t* out);
+
+/* *done = 1 once the op completed (successfully or not), else 0. */
+CHORUS_EXPORT int chorus_poll(chorus_handle_t handle, int* done);
+/* Blocks until the op completes; returns the op's own status code. */
+CHORUS_EXPORT int chorus_wait(chorus_handle_t handle);
+
+/* The result of a completed op, owned by the caller after chorus_release. */
+typedef struct chorus_result chorus_result_t;
+/* Waits for the op, then hands its result to the caller and forgets the handle. The returned
+ * code is the op's status; *out is set even when the op failed. */
+CHORUS_EXPORT int chorus_release(chorus_handle_t handle, chorus_result_t** out);
+CHORUS_EXPORT void chorus_result_free(chorus_result_t* result);
+/* The op's status code and message (valid until chorus_result_free). */
+CHORUS_EXPORT int chorus_result_status(const chorus_result_t* result, const char** message);
+/* Output of allgather, alltoall, reducescatter: data (NULL when none), bytes, ndim and shape
+ * (valid until chorus_result_free). */
+CHORUS_EXPORT void chorus_result_output(const chorus_result_t* result, void** data,
+                                        int64_t* num_bytes, int32_t* ndim,
+                                        const int64_t** shape);
+/* alltoall: rows received from each rank (count entries). */
+CHORUS_EXPORT void chorus_result_received_splits(const chorus_result_t* result,
+                                                 const int64_t** splits, int32_t* count);
+CHORUS_EXPORT int32_t chorus_result_last_joined_rank(const chorus_result_t* result);
+CHORUS_EXPORT int32_t chorus_result_process_set_id(const chorus_result_t* result);
+
+/* This thread's message for its last failed call ("" if none). */
+CHORUS_EXPORT const char* chorus_last_error(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CHORUS_C_API_H_ */

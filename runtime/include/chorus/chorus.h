@@ -1,0 +1,144 @@
+// File: chorus/chorus.h
+//
+// The public C++ API of chorus: one process-wide runtime that runs named collectives
+// asynchronously on a background thread.
+//
+//   CHORUS_RETURN_IF_ERROR(chorus::Init());
+//   chorus::OpRequest req;
+//   req.type = chorus::OpType::kAllreduce;
+//   req.name = "layer1.weight.grad";
+//   req.input = {grad.data(), chorus::DataType::kFloat32, {1024}};
+//   req.reduce_op = chorus::ReduceOp::kAverage;
+//   absl::StatusOr<chorus::Handle> h = chorus::Enqueue(std::move(req));
+//   ...
+//   absl::Status st = chorus::Wait(*h);  // the gradient now holds the average over all ranks
+//
+// Thread-safety: every function here is thread-safe. Enqueue never blocks on the network; Wait
+// blocks the calling thread only. Callbacks run on the background thread and must not block or
+// call Wait.
+#ifndef CHORUS_CHORUS_H_
+#define CHORUS_CHORUS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "chorus/types.h"
+
+namespace chorus {
+
+// Where this process sits in the job. local_* count the ranks on this host; cross_* count the
+// hosts, as seen by the ranks that have this local rank.
+struct Topology {
+  int32_t rank = 0;
+  int32_t size = 1;
+  int32_t local_rank = 0;
+  int32_t local_size = 1;
+  int32_t cross_rank = 0;
+  int32_t cross_size = 1;
+  bool is_homogeneous = true;  // every host runs the same number of ranks
+};
+
+// A buffer the runtime allocated for an op's output (allgather, alltoall, reducescatter).
+// Immutable once the op completes; shared so that bindings can hand it out without a copy.
+using OutputBuffer = std::vector<std::byte>;
+
+// One collective submitted by this rank. Every rank of the process set submits an op with the
+// same `name`, `type` and compatible parameters; ranks may submit in any order.
+struct OpRequest {
+  OpType type = OpType::kAllreduce;
+  // Unique among this rank's in-flight ops; identical on every rank. Not empty, except for
+  // barrier, join and the process-set ops, which are named by the runtime when left empty.
+  std::string name;
+  // allreduce, allgather, alltoall, reducescatter: read only. broadcast: read on the root,
+  // overwritten with the root's data elsewhere. Unused by barrier and join.
+  TensorView input;
+  // allreduce only: where the result goes, same dtype and element count as `input`. Leave
+  // `output.data` null to reduce in place into `input`.
+  TensorView output;
+  // allreduce and reducescatter.
+  ReduceOp reduce_op = ReduceOp::kSum;
+  // allreduce and reducescatter: the input is multiplied by `prescale_factor` before the
+  // reduction and the result by `postscale_factor` after it (Average adds 1/size on top,
+  // size being the process set's). Integer tensors are scaled in double precision and
+  // truncated toward zero, so an integer Average is the truncated mean.
+  double prescale_factor = 1.0;
+  double postscale_factor = 1.0;
+  // broadcast: the root's rank within the process set.
+  int32_t root_rank = 0;
+  int32_t process_set_id = kGlobalProcessSetId;
+  // alltoall: rows (first-dimension slices) sent to each rank of the process set, in rank
+  // order; empty means an equal split (the first dimension must then divide evenly).
+  std::vector<int64_t> splits;
+  // add-process-set only: the world ranks of the new set, ascending.
+  std::vector<int32_t> process_set_ranks;
+};
+
+// What an op produced. `status` is OK on success; otherwise its code says why:
+// InvalidArgument (ranks disagree, bad input), FailedPrecondition (not initialised),
+// DeadlineExceeded (stall timeout), Aborted (shutdown), Unavailable (peer lost), Internal (bug).
+struct OpResult {
+  absl::Status status;
+  // allgather, alltoall, reducescatter: the output, row-major, of shape `output_shape`.
+  std::shared_ptr<OutputBuffer> output;
+  std::vector<int64_t> output_shape;
+  // alltoall: rows received from each rank of the process set.
+  std::vector<int64_t> received_splits;
+  // join: the world rank that joined last.
+  int32_t last_joined_rank = -1;
+  // add-process-set: the id of the new set.
+  int32_t process_set_id = -1;
+};
+
+using Handle = int64_t;
+// Runs on the background thread when the op completes; must not block.
+using DoneCallback = std::function<void(const OpResult&)>;
+
+struct InitOptions {
+  // An MPI communicator (MPI_Comm*, borrowed for the runtime's lifetime) to run on instead of
+  // MPI_COMM_WORLD; null uses the world. MPI is initialised by chorus unless already initialised.
+  const void* mpi_comm = nullptr;
+  // Process sets created during init, each a list of world ranks; ids 1, 2, ... in this order.
+  std::vector<std::vector<int32_t>> process_sets;
+};
+
+// Starts the runtime: reads the CHORUS_* environment (a bad value is an InvalidArgument naming
+// the variable), initialises MPI if needed and starts the background thread. Collective: every
+// rank calls it. Calling it again while initialised is a no-op returning OK.
+absl::Status Init(const InitOptions& options = {});
+
+// Stops the runtime. Ops still pending complete with Aborted. Collective. Safe to call when not
+// initialised (no-op). Init may be called again afterwards.
+absl::Status Shutdown();
+
+bool IsInitialized();
+
+// FailedPrecondition when not initialised.
+absl::StatusOr<Topology> GetTopology();
+
+// Submits one op; returns its handle at once. Errors detected locally (bad arguments, a
+// duplicate in-flight name, a process set this rank is not in, not initialised) are returned
+// here and no handle is created. `done`, if set, runs once on completion, before Wait returns.
+absl::StatusOr<Handle> Enqueue(OpRequest request, DoneCallback done = nullptr);
+
+// Submits ops that are negotiated and executed as one unit (grouped allreduce, allgather or
+// reducescatter); either all are accepted or none. Handles come back in request order.
+absl::StatusOr<std::vector<Handle>> EnqueueGroup(std::vector<OpRequest> requests);
+
+// True once the op has completed (successfully or not). NotFound for an unknown handle.
+absl::StatusOr<bool> Poll(Handle handle);
+
+// Blocks until the op completes and returns its status; the handle stays valid.
+absl::Status Wait(Handle handle);
+
+// Waits for the op, then returns its result and forgets the handle.
+absl::StatusOr<OpResult> Release(Handle handle);
+
+}  // namespace chorus
+
+#endif  // CHORUS_CHORUS_H_

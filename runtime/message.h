@@ -1,0 +1,97 @@
+// File: runtime/message.h
+//
+// In-memory forms of the negotiation messages (proto/negotiation.proto). Only
+// runtime/wire_codec.cc converts between the two.
+//
+// A Request says "this rank is ready to run this named op with these parameters". A Response
+// says "every rank of the set is ready: run these tensors (in this order) as one collective", or
+// carries an error that every rank delivers to the named tensors' callbacks.
+//
+// Thread-safety: plain values (thread-compatible).
+#ifndef CHORUS_RUNTIME_MESSAGE_H_
+#define CHORUS_RUNTIME_MESSAGE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "chorus/types.h"
+
+namespace chorus::runtime {
+
+struct Request {
+  int32_t request_rank = 0;  // world rank of the sender
+  OpType type = OpType::kAllreduce;
+  std::string name;
+  DataType dtype = DataType::kFloat32;
+  std::vector<int64_t> shape;
+  ReduceOp reduce_op = ReduceOp::kSum;
+  double prescale_factor = 1.0;
+  double postscale_factor = 1.0;
+  int32_t root_rank = 0;
+  int32_t device = kCpuDevice;
+  int32_t process_set_id = kGlobalProcessSetId;
+  std::string group_key;   // empty: not part of a group
+  int32_t group_size = 0;  // number of tensors in the group
+  std::vector<int64_t> splits;
+  std::vector<int32_t> process_set_ranks;  // kAddProcessSet
+
+  bool operator==(const Request&) const = default;
+};
+
+struct RequestList {
+  std::vector<Request> requests;
+  bool shutdown = false;
+};
+
+struct Response {
+  OpType type = OpType::kAllreduce;
+  // Tensors of this (possibly fused) op, in execution order.
+  std::vector<std::string> names;
+  DataType dtype = DataType::kFloat32;
+  ReduceOp reduce_op = ReduceOp::kSum;
+  double prescale_factor = 1.0;
+  double postscale_factor = 1.0;
+  int32_t root_rank = 0;
+  int32_t device = kCpuDevice;
+  int32_t process_set_id = kGlobalProcessSetId;
+  // shapes[i] is the shape of names[i] (allgather: its shape on the set's first rank).
+  std::vector<std::vector<int64_t>> shapes;
+  // allgather: first dimension of names[i] on set rank r at [i * set_size + r].
+  std::vector<int64_t> first_dims;
+  // Non-OK: an error response; every rank fails the named ops with this status.
+  absl::StatusCode error_code = absl::StatusCode::kOk;
+  std::string error_message;
+  int32_t last_joined_rank = -1;                // kJoin
+  int32_t new_process_set_id = -1;              // kAddProcessSet, kRemoveProcessSet
+  std::vector<int32_t> process_set_ranks;       // kAddProcessSet
+  std::string group_key;                        // the group these tensors belong to, if any
+
+  bool is_error() const { return error_code != absl::StatusCode::kOk; }
+  absl::Status status() const { return absl::Status(error_code, error_message); }
+  bool operator==(const Response&) const = default;
+};
+
+struct ResponseList {
+  std::vector<Response> responses;
+  bool shutdown = false;
+  // World ranks that have joined and not yet been released by a completed join.
+  std::vector<int32_t> joined_ranks;
+};
+
+// Parameters every rank must use identically; rank 0's values are broadcast at init.
+struct SharedConfig {
+  int32_t protocol_version = 1;
+  int64_t fusion_threshold_bytes = 0;
+  int64_t pipeline_chunk_bytes = 0;
+  int64_t inplace_min_bytes = 0;
+  int32_t cache_capacity = 0;
+  bool operator==(const SharedConfig&) const = default;
+};
+
+inline constexpr int32_t kProtocolVersion = 1;
+
+}  // namespace chorus::runtime
+
+#endif  // CHORUS_RUNTIME_MESSAGE_H_

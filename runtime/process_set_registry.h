@@ -1,0 +1,51 @@
+// File: runtime/process_set_registry.h
+//
+// Which process sets exist and who is in them, readable from any thread (Enqueue validates
+// membership against it); the background loop is the only writer.
+//
+// Thread-safety: thread-safe.
+#ifndef CHORUS_RUNTIME_PROCESS_SET_REGISTRY_H_
+#define CHORUS_RUNTIME_PROCESS_SET_REGISTRY_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+
+namespace chorus::runtime {
+
+class ProcessSetRegistry {
+ public:
+  void Set(int32_t id, std::vector<int32_t> world_ranks) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    sets_[id] = std::move(world_ranks);
+  }
+  void Erase(int32_t id) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    sets_.erase(id);
+  }
+  // The set's world ranks (ascending), or nullopt if no such set.
+  std::optional<std::vector<int32_t>> Ranks(int32_t id) const ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    auto it = sets_.find(id);
+    if (it == sets_.end()) return std::nullopt;
+    return it->second;
+  }
+  std::vector<int32_t> Ids() const ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    std::vector<int32_t> ids;
+    for (const auto& [id, ranks] : sets_) ids.push_back(id);
+    return ids;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  std::map<int32_t, std::vector<int32_t>> sets_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace chorus::runtime
+
+#endif  // CHORUS_RUNTIME_PROCESS_SET_REGISTRY_H_

@@ -1,0 +1,288 @@
+#include "runtime/runtime.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "runtime/common/logging.h"
+#include "runtime/common/status_macros.h"
+
+namespace chorus::runtime {
+namespace {
+
+bool IsDataOp(OpType type) {
+  switch (type) {
+    case OpType::kAllreduce:
+    case OpType::kAllgather:
+    case OpType::kBroadcast:
+    case OpType::kAlltoall:
+    case OpType::kReducescatter:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool IsValidOpType(OpType type) {
+  const int32_t v = static_cast<int32_t>(type);
+  return v >= 0 && v <= static_cast<int32_t>(OpType::kRemoveProcessSet);
+}
+
+absl::Status Invalid(const OpRequest& r, const std::string& what) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(OpTypeName(r.type), " of tensor '", r.name, "': ", what));
+}
+
+absl::Status ValidateTensor(const OpRequest& r, const TensorView& t, const char* which) {
+  if (!IsValidDataType(static_cast<int32_t>(t.dtype))) {
+    return Invalid(r, absl::StrCat(which, " has an unknown dtype (",
+                                   static_cast<int32_t>(t.dtype), ")"));
+  }
+  for (int64_t d : t.shape) {
+    if (d < 0) return Invalid(r, absl::StrCat(which, " has a negative dimension in shape ",
+                                              ShapeToString(t.shape)));
+  }
+  if (t.data == nullptr && t.num_elements() > 0) {
+    return Invalid(r, absl::StrCat(which, " has no data but shape ", ShapeToString(t.shape)));
+  }
+  if (t.device != kCpuDevice) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        OpTypeName(r.type), " of tensor '", r.name, "': ", which, " is on GPU ", t.device,
+        ", but this chorus build has no GPU data plane (no CUDA device visible to chorus)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+Runtime::Runtime(Config config) : config_(std::move(config)) {}
+
+absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(
+    Config config, std::unique_ptr<Controller> controller,
+    std::vector<std::vector<int32_t>> process_sets) {
+  std::unique_ptr<Runtime> runtime(new Runtime(config));
+  runtime->topology_ = controller->topology();
+  runtime->loop_ = std::make_unique<BackgroundLoop>(std::move(config), std::move(controller),
+                                                    &runtime->queue_, &runtime->registry_);
+  absl::Status started = runtime->loop_->Start(std::move(process_sets));
+  if (!started.ok()) {
+    runtime->queue_.Close(absl::StrCat("chorus failed to start: ", started.ToString()));
+    return started;
+  }
+  return runtime;
+}
+
+Runtime::~Runtime() { Shutdown(); }
+
+void Runtime::Shutdown() {
+  absl::MutexLock lock(&shutdown_mu_);
+  if (loop_ == nullptr) return;
+  queue_.Close("chorus was shut down");
+  loop_.reset();  // joins the thread once every rank has agreed to stop
+}
+
+void Runtime::AutoName(OpRequest& request) {
+  if (!request.name.empty()) return;
+  const char* prefix = nullptr;
+  switch (request.type) {
+    case OpType::kBarrier: prefix = "__barrier"; break;
+    case OpType::kJoin: prefix = "__join"; break;
+    case OpType::kAddProcessSet: prefix = "__add_process_set"; break;
+    case OpType::kRemoveProcessSet: prefix = "__remove_process_set"; break;
+    default: return;
+  }
+  // The k-th unnamed op of a kind and set gets the same name on every rank.
+  absl::MutexLock lock(&name_mu_);
+  int64_t& counter = auto_names_[{static_cast<int32_t>(request.type), request.process_set_id}];
+  request.name = absl::StrCat(prefix, ".", request.process_set_id, ".", counter++);
+}
+
+absl::StatusOr<std::unique_ptr<TensorEntry>> Runtime::MakeEntry(OpRequest r,
+                                                                const std::string& group_key,
+                                                                int32_t group_size) {
+  if (!IsValidOpType(r.type)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown op type ", static_cast<int32_t>(r.type), " for tensor '", r.name,
+                     "'"));
+  }
+  AutoName(r);
+  if (r.name.empty()) return Invalid(r, "tensor names must not be empty");
+
+  // Process set membership.
+  int set_size = topology_.size;
+  if (r.type != OpType::kAddProcessSet && r.type != OpType::kJoin) {
+    std::optional<std::vector<int32_t>> ranks = registry_.Ranks(r.process_set_id);
+    if (!ranks.has_value()) {
+      return Invalid(r, absl::StrCat("process set ", r.process_set_id, " does not exist"));
+    }
+    if (r.type == OpType::kRemoveProcessSet) {
+      if (r.process_set_id == kGlobalProcessSetId) {
+        return Invalid(r, "the global process set (id 0) cannot be removed");
+      }
+    } else if (!std::binary_search(ranks->begin(), ranks->end(), topology_.rank)) {
+      return Invalid(r, absl::StrCat("rank ", topology_.rank, " is not in process set ",
+                                     r.process_set_id, " (ranks [",
+                                     absl::StrJoin(*ranks, ", "), "])"));
+    }
+    set_size = static_cast<int>(ranks->size());
+  }
+
+  if (IsDataOp(r.type)) {
+    CHORUS_RETURN_IF_ERROR(ValidateTensor(r, r.input, "input"));
+    const std::vector<int64_t>& shape = r.input.shape;
+    const bool reduces = r.type == OpType::kAllreduce || r.type == OpType::kReducescatter;
+    if (reduces) {
+      if (!IsValidReduceOp(static_cast<int32_t>(r.reduce_op))) {
+        return Invalid(r, absl::StrCat("unknown reduce op ", static_cast<int32_t>(r.reduce_op)));
+      }
+      if (r.reduce_op == ReduceOp::kAdasum) {
+        return absl::UnimplementedError(absl::StrCat(
+            OpTypeName(r.type), " of tensor '", r.name, "': Adasum is not implemented"));
+      }
+      if (!IsReducible(r.input.dtype)) {
+        return Invalid(r, absl::StrCat("cannot reduce ", DataTypeName(r.input.dtype),
+                                       " tensors"));
+      }
+    }
+    if (r.type == OpType::kAllreduce && r.output.data != nullptr) {
+      if (r.output.dtype != r.input.dtype || r.output.num_elements() != r.input.num_elements()) {
+        return Invalid(r, absl::StrCat("output (", DataTypeName(r.output.dtype), " ",
+                                       ShapeToString(r.output.shape), ") does not match input (",
+                                       DataTypeName(r.input.dtype), " ",
+                                       ShapeToString(r.input.shape), ")"));
+      }
+      CHORUS_RETURN_IF_ERROR(ValidateTensor(r, r.output, "output"));
+    }
+    if ((r.type == OpType::kAllgather || r.type == OpType::kAlltoall ||
+         r.type == OpType::kReducescatter) &&
+        shape.empty()) {
+      return Invalid(r, "needs a tensor with at least one dimension, not a scalar");
+    }
+    if (r.type == OpType::kBroadcast && (r.root_rank < 0 || r.root_rank >= set_size)) {
+      return Invalid(r, absl::StrCat("root rank ", r.root_rank, " is outside [0, ", set_size,
+                                     ")"));
+    }
+    if (r.type == OpType::kAlltoall) {
+      if (r.splits.empty()) {
+        if (shape[0] % set_size != 0) {
+          return Invalid(r, absl::StrCat("first dimension ", shape[0],
+                                         " does not divide evenly among ", set_size,
+                                         " ranks; pass splits"));
+        }
+      } else {
+        int64_t sum = 0;
+        bool negative = false;
+        for (int64_t s : r.splits) {
+          sum += s;
+          negative |= s < 0;
+        }
+        if (static_cast<int>(r.splits.size()) != set_size || negative || sum != shape[0]) {
+          return Invalid(r, absl::StrCat("splits [", absl::StrJoin(r.splits, ", "),
+                                         "] must hold ", set_size,
+                                         " non-negative values summing to the first dimension ",
+                                         shape[0]));
+        }
+      }
+    }
+  }
+  if (r.type == OpType::kAddProcessSet) {
+    const std::vector<int32_t>& ranks = r.process_set_ranks;
+    if (ranks.empty() || !std::is_sorted(ranks.begin(), ranks.end()) ||
+        std::adjacent_find(ranks.begin(), ranks.end()) != ranks.end() || ranks.front() < 0 ||
+        ranks.back() >= topology_.size) {
+      return Invalid(r, absl::StrCat("process set ranks [", absl::StrJoin(ranks, ", "),
+                                     "] must be non-empty, ascending, unique and below ",
+                                     topology_.size));
+    }
+  }
+
+  auto entry = std::make_unique<TensorEntry>();
+  Request& q = entry->request;
+  q.request_rank = topology_.rank;
+  q.type = r.type;
+  q.name = r.name;
+  q.dtype = r.input.dtype;
+  q.shape = r.input.shape;
+  q.reduce_op = r.reduce_op;
+  q.prescale_factor = r.prescale_factor;
+  q.postscale_factor = r.postscale_factor;
+  q.root_rank = r.root_rank;
+  q.device = r.input.device;
+  q.process_set_id = r.process_set_id;
+  q.group_key = group_key;
+  q.group_size = group_size;
+  q.splits = r.splits;
+  q.process_set_ranks = r.process_set_ranks;
+  if (!IsDataOp(r.type)) {
+    q.dtype = DataType::kUint8;
+    q.shape.clear();
+  }
+  entry->op = std::move(r);
+  entry->enqueued_at = absl::Now();
+  return entry;
+}
+
+absl::StatusOr<Handle> Runtime::Enqueue(OpRequest request, DoneCallback done) {
+  if (queue_.closed()) {
+    return absl::FailedPreconditionError("chorus is not running (shut down or failed)");
+  }
+  CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<TensorEntry> entry,
+                          MakeEntry(std::move(request), "", 0));
+  const Handle handle = handles_.Create();
+  entry->complete = [this, handle, done = std::move(done)](OpResult result) {
+    if (done) done(result);
+    handles_.Complete(handle, std::move(result));
+  };
+  std::vector<std::unique_ptr<TensorEntry>> batch;
+  batch.push_back(std::move(entry));
+  absl::Status pushed = queue_.Push(std::move(batch));
+  if (!pushed.ok()) {
+    handles_.Discard(handle);
+    return pushed;
+  }
+  return handle;
+}
+
+absl::StatusOr<std::vector<Handle>> Runtime::EnqueueGroup(std::vector<OpRequest> requests) {
+  if (queue_.closed()) {
+    return absl::FailedPreconditionError("chorus is not running (shut down or failed)");
+  }
+  if (requests.empty()) return std::vector<Handle>{};
+  for (const OpRequest& r : requests) {
+    if (r.type != requests[0].type || (r.type != OpType::kAllreduce &&
+                                       r.type != OpType::kAllgather &&
+                                       r.type != OpType::kReducescatter)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "grouped op of tensor '", r.name,
+          "': a group holds ops of one type: allreduce, allgather or reducescatter"));
+    }
+  }
+  // Names are unique among in-flight ops, so the first name identifies the group.
+  const std::string group_key = absl::StrCat(requests[0].name, "#", requests.size());
+  const int32_t group_size = static_cast<int32_t>(requests.size());
+  std::vector<std::unique_ptr<TensorEntry>> batch;
+  std::vector<Handle> handles;
+  for (OpRequest& r : requests) {
+    absl::StatusOr<std::unique_ptr<TensorEntry>> entry =
+        MakeEntry(std::move(r), group_key, group_size);
+    if (!entry.ok()) {
+      for (Handle h : handles) handles_.Discard(h);
+      return entry.status();
+    }
+    const Handle handle = handles_.Create();
+    (*entry)->complete = [this, handle](OpResult result) {
+      handles_.Complete(handle, std::move(result));
+    };
+    handles.push_back(handle);
+    batch.push_back(*std::move(entry));
+  }
+  absl::Status pushed = queue_.Push(std::move(batch));
+  if (!pushed.ok()) {
+    for (Handle h : handles) handles_.Discard(h);
+    return pushed;
+  }
+  return handles;
+}
+
+}  // namespace chorus::runtime

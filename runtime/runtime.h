@@ -1,0 +1,82 @@
+// File: runtime/runtime.h
+//
+// One chorus runtime instance: the submission queue, handle table, process-set registry and
+// the background loop over a Controller. The process-wide API (chorus.h, the C ABI) wraps one
+// instance over MPI; unit tests create N instances over an in-process fabric, one per
+// simulated rank.
+//
+// Thread-safety: thread-safe (see chorus.h for the contracts of each call).
+#ifndef CHORUS_RUNTIME_RUNTIME_H_
+#define CHORUS_RUNTIME_RUNTIME_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "chorus/chorus.h"
+#include "runtime/background_loop.h"
+#include "runtime/config.h"
+#include "runtime/controller.h"
+#include "runtime/handle_table.h"
+#include "runtime/process_set_registry.h"
+#include "runtime/submission_queue.h"
+
+namespace chorus::runtime {
+
+class Runtime {
+ public:
+  // Starts the background loop (collective over the controller's world). `process_sets`:
+  // extra sets, ids 1, 2, ... in this order.
+  static absl::StatusOr<std::unique_ptr<Runtime>> Create(
+      Config config, std::unique_ptr<Controller> controller,
+      std::vector<std::vector<int32_t>> process_sets = {});
+  // Shuts down if still running.
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  const Topology& topology() const { return topology_; }
+
+  absl::StatusOr<Handle> Enqueue(OpRequest request, DoneCallback done = nullptr);
+  absl::StatusOr<std::vector<Handle>> EnqueueGroup(std::vector<OpRequest> requests);
+  absl::StatusOr<bool> Poll(Handle handle) const { return handles_.Poll(handle); }
+  absl::Status Wait(Handle handle) const { return handles_.Wait(handle); }
+  absl::StatusOr<OpResult> Release(Handle handle) { return handles_.Release(handle); }
+
+  // Test-only view of the loop's counters. REQUIRES: not shut down.
+  const BackgroundLoop::Counters& TEST_counters() const { return loop_->counters(); }
+
+  // Collective: stops the loop on every rank after the current cycle; pending ops complete
+  // with Aborted. Idempotent.
+  void Shutdown();
+
+ private:
+  explicit Runtime(Config config);
+  // Checks `request` against this rank's view and builds its entry. `group_key`/`group_size`
+  // mark grouped ops.
+  absl::StatusOr<std::unique_ptr<TensorEntry>> MakeEntry(OpRequest request,
+                                                        const std::string& group_key,
+                                                        int32_t group_size);
+  // Names barrier/join/process-set ops left unnamed, identically on every rank.
+  void AutoName(OpRequest& request);
+
+  Config config_;
+  Topology topology_;
+  SubmissionQueue queue_;
+  ProcessSetRegistry registry_;
+  HandleTable handles_;
+  std::unique_ptr<BackgroundLoop> loop_;
+
+  absl::Mutex name_mu_;
+  // (op type, process set) -> number of unnamed ops of that kind so far.
+  std::map<std::pair<int32_t, int32_t>, int64_t> auto_names_ ABSL_GUARDED_BY(name_mu_);
+  absl::Mutex shutdown_mu_;  // serialises Shutdown
+};
+
+}  // namespace chorus::runtime
+
+#endif  // CHORUS_RUNTIME_RUNTIME_H_

@@ -1,0 +1,60 @@
+#include "runtime/submission_queue.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace chorus::runtime {
+
+absl::Status SubmissionQueue::Push(std::vector<std::unique_ptr<TensorEntry>> entries) {
+  absl::MutexLock lock(&mu_);
+  if (closed_) return absl::FailedPreconditionError(closed_why_);
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const std::string& name = entries[i]->request.name;
+    bool repeated = in_flight_.contains(name);
+    for (size_t j = 0; j < i && !repeated; ++j) repeated = entries[j]->request.name == name;
+    if (repeated) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          OpTypeName(entries[i]->request.type), " of tensor '", name,
+          "': a tensor with this name is already in flight on this rank; names must be unique "
+          "among ops that have not completed"));
+    }
+  }
+  for (auto& entry : entries) {
+    in_flight_.insert(entry->request.name);
+    queued_.push_back(std::move(entry));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::unique_ptr<TensorEntry>> SubmissionQueue::DrainAll() {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::unique_ptr<TensorEntry>> out;
+  out.swap(queued_);
+  return out;
+}
+
+void SubmissionQueue::WaitForWork(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !queued_.empty() || closed_; };
+  mu_.AwaitWithTimeout(absl::Condition(&ready), timeout);
+}
+
+void SubmissionQueue::Forget(const std::string& name) {
+  absl::MutexLock lock(&mu_);
+  in_flight_.erase(name);
+}
+
+void SubmissionQueue::Close(std::string why) {
+  absl::MutexLock lock(&mu_);
+  if (closed_) return;
+  closed_ = true;
+  closed_why_ = std::move(why);
+}
+
+bool SubmissionQueue::closed() const {
+  absl::MutexLock lock(&mu_);
+  return closed_;
+}
+
+}  // namespace chorus::runtime

@@ -1,0 +1,53 @@
+// File: runtime/submission_queue.h
+//
+// The hand-off from framework threads to the background loop. Also the authority on which
+// names are in flight on this rank, so that a duplicate name is refused at Enqueue time.
+//
+// Thread-safety: thread-safe. Push/Forget may be called from any thread; DrainAll and
+// WaitForWork are meant for the background thread.
+#ifndef CHORUS_RUNTIME_SUBMISSION_QUEUE_H_
+#define CHORUS_RUNTIME_SUBMISSION_QUEUE_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "runtime/tensor_entry.h"
+
+namespace chorus::runtime {
+
+class SubmissionQueue {
+ public:
+  // Queues all entries or none: InvalidArgument when a name is already in flight (or repeated
+  // within `entries`), FailedPrecondition once Close() was called (the message is `closed_why`).
+  absl::Status Push(std::vector<std::unique_ptr<TensorEntry>> entries) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Takes everything queued, in submission order.
+  std::vector<std::unique_ptr<TensorEntry>> DrainAll() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Blocks until something is queued, Close() is called, or `timeout` passes.
+  void WaitForWork(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The name is no longer in flight (its op completed).
+  void Forget(const std::string& name) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Refuses further pushes with FailedPrecondition(why) and wakes the waiter.
+  void Close(std::string why) ABSL_LOCKS_EXCLUDED(mu_);
+  bool closed() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  mutable absl::Mutex mu_;
+  std::vector<std::unique_ptr<TensorEntry>> queued_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<std::string> in_flight_ ABSL_GUARDED_BY(mu_);
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  std::string closed_why_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace chorus::runtime
+
+#endif  // CHORUS_RUNTIME_SUBMISSION_QUEUE_H_

@@ -1,0 +1,38 @@
+// File: runtime/tensor_entry.h
+//
+// One submitted op as the runtime tracks it from Enqueue to its callback.
+// Thread-safety: created by the submitting thread, then owned by the background thread.
+#ifndef CHORUS_RUNTIME_TENSOR_ENTRY_H_
+#define CHORUS_RUNTIME_TENSOR_ENTRY_H_
+
+#include <functional>
+#include <utility>
+
+#include "absl/time/time.h"
+#include "chorus/chorus.h"
+#include "runtime/message.h"
+
+namespace chorus::runtime {
+
+struct TensorEntry {
+  OpRequest op;     // what the caller asked for (borrowed tensor pointers)
+  Request request;  // the negotiation request derived from `op`
+  // Called exactly once, on the background thread, with the op's result.
+  std::function<void(OpResult)> complete;
+  absl::Time enqueued_at;
+
+  // Background-loop bookkeeping.
+  int32_t cache_bit = -1;         // >= 0: waiting on the cache fast path at this bit
+  bool sent_to_coordinator = false;
+};
+
+// A result carrying only a status (a failed or status-only op).
+inline OpResult StatusResult(absl::Status status) {
+  OpResult result;
+  result.status = std::move(status);
+  return result;
+}
+
+}  // namespace chorus::runtime
+
+#endif  // CHORUS_RUNTIME_TENSOR_ENTRY_H_

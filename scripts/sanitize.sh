@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Sanitizer runs: ASan+UBSan over the unit and MPI tiers, TSan over the unit tier.
+# Builds in build-asan/ and build-tsan/ (incremental).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_rmaps_base_oversubscribe=1
+# Open MPI's own allocations are reported as leaks by LeakSanitizer; leaks are not checked.
+export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+CHORUS_BUILD_TYPE=Debug scripts/build.sh build-asan -DCHORUS_SANITIZE=address -DCHORUS_WITH_CUDA=OFF
+ctest --test-dir build-asan --output-on-failure
+export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/test/tsan.supp"
+CHORUS_BUILD_TYPE=Debug scripts/build.sh build-tsan -DCHORUS_SANITIZE=thread -DCHORUS_WITH_CUDA=OFF
+ctest --test-dir build-tsan --output-on-failure -L unit

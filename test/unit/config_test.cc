@@ -1,0 +1,251 @@
+#include "runtime/config.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include <catch2/catch.hpp>
+
+namespace chorus::runtime {
+namespace {
+
+// A fake environment: FromEnvironment reads only through this lookup.
+Config::Lookup MapLookup(const std::map<std::string, std::string>& env) {
+  return [&env](const char* name) -> const char* {
+    auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+}
+
+absl::StatusOr<Config> Read(const std::map<std::string, std::string>& env) {
+  return Config::FromEnvironment(MapLookup(env));
+}
+
+TEST_CASE("An empty environment gives the defaults", "[config]") {
+  const std::map<std::string, std::string> env;
+  auto config = Read(env);
+  REQUIRE(config.ok());
+  CHECK(config->fusion_threshold_bytes == (int64_t{128} << 20));
+  CHECK(config->cycle_time == absl::Milliseconds(1));
+  CHECK(config->cache_capacity == 1024);
+  CHECK(config->pipeline_chunk_bytes == (int64_t{4} << 20));
+  CHECK(config->inplace_min_bytes == (int64_t{256} << 10));
+  CHECK(config->stall_warning_time == absl::Seconds(60));
+  CHECK(config->stall_shutdown_time == absl::ZeroDuration());
+  CHECK_FALSE(config->stall_check_disabled);
+  CHECK(config->idle_cycle_time == absl::Milliseconds(20));
+  CHECK(config->log_level == "warning");
+  CHECK_FALSE(config->print_config);
+}
+
+TEST_CASE("Every CHORUS variable is read", "[config]") {
+  const std::map<std::string, std::string> env = {
+      {"CHORUS_FUSION_THRESHOLD", "1048576"},
+      {"CHORUS_CYCLE_TIME_MS", "2.5"},
+      {"CHORUS_CACHE_CAPACITY", "0"},
+      {"CHORUS_PIPELINE_CHUNK_BYTES", "4096"},
+      {"CHORUS_INPLACE_MIN_BYTES", "0"},
+      {"CHORUS_STALL_CHECK_TIME_SECONDS", "7.5"},
+      {"CHORUS_STALL_SHUTDOWN_TIME_SECONDS", "30"},
+      {"CHORUS_STALL_CHECK_DISABLE", "yes"},
+      {"CHORUS_IDLE_CYCLE_MS", "0.5"},
+      {"CHORUS_LOG_LEVEL", "DEBUG"},
+      {"CHORUS_PRINT_CONFIG", "On"},
+  };
+  auto config = Read(env);
+  REQUIRE(config.ok());
+  CHECK(config->fusion_threshold_bytes == 1048576);
+  CHECK(config->cycle_time == absl::Microseconds(2500));
+  CHECK(config->cache_capacity == 0);
+  CHECK(config->pipeline_chunk_bytes == 4096);
+  CHECK(config->inplace_min_bytes == 0);
+  CHECK(config->stall_warning_time == absl::Milliseconds(7500));
+  CHECK(config->stall_shutdown_time == absl::Seconds(30));
+  CHECK(config->stall_check_disabled);
+  CHECK(config->idle_cycle_time == absl::Microseconds(500));
+  CHECK(config->log_level == "debug");
+  CHECK(config->print_config);
+}
+
+TEST_CASE("Horovod aliases are read", "[config]") {
+  const std::map<std::string, std::string> env = {
+      {"HOROVOD_FUSION_THRESHOLD", "33554432"},
+      {"HOROVOD_CYCLE_TIME", "5"},
+      {"HOROVOD_CACHE_CAPACITY", "16"},
+      {"HOROVOD_STALL_CHECK_TIME_SECONDS", "10"},
+      {"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "20"},
+      {"HOROVOD_STALL_CHECK_DISABLE", "1"},
+      {"HOROVOD_LOG_LEVEL", "fatal"},
+  };
+  auto config = Read(env);
+  REQUIRE(config.ok());
+  CHECK(config->fusion_threshold_bytes == 33554432);
+  CHECK(config->cycle_time == absl::Milliseconds(5));
+  CHECK(config->cache_capacity == 16);
+  CHECK(config->stall_warning_time == absl::Seconds(10));
+  CHECK(config->stall_shutdown_time == absl::Seconds(20));
+  CHECK(config->stall_check_disabled);
+  CHECK(config->log_level == "error");
+}
+
+TEST_CASE("CHORUS names win over their Horovod aliases", "[config]") {
+  const std::map<std::string, std::string> env = {
+      {"CHORUS_FUSION_THRESHOLD", "100"},
+      {"HOROVOD_FUSION_THRESHOLD", "not a number"},
+      {"CHORUS_LOG_LEVEL", "trace"},
+      {"HOROVOD_LOG_LEVEL", "info"},
+  };
+  auto config = Read(env);
+  REQUIRE(config.ok());
+  CHECK(config->fusion_threshold_bytes == 100);
+  CHECK(config->log_level == "trace");
+}
+
+TEST_CASE("Booleans accept the usual spellings", "[config]") {
+  auto [text, expected] = GENERATE(table<std::string, bool>({
+      {"1", true},
+      {"true", true},
+      {"TRUE", true},
+      {"yes", true},
+      {"on", true},
+      {" On ", true},
+      {"0", false},
+      {"false", false},
+      {"No", false},
+      {"off", false},
+  }));
+  const std::map<std::string, std::string> env = {{"CHORUS_PRINT_CONFIG", text}};
+  auto config = Read(env);
+  REQUIRE(config.ok());
+  CHECK(config->print_config == expected);
+}
+
+TEST_CASE("Surrounding whitespace is ignored", "[config]") {
+  const std::map<std::string, std::string> env = {
+      {"CHORUS_FUSION_THRESHOLD", "  64 "},
+      {"CHORUS_CYCLE_TIME_MS", "\t3\n"},
+      {"CHORUS_LOG_LEVEL", " Info "},
+  };
+  auto config = Read(env);
+  REQUIRE(config.ok());
+  CHECK(config->fusion_threshold_bytes == 64);
+  CHECK(config->cycle_time == absl::Milliseconds(3));
+  CHECK(config->log_level == "info");
+}
+
+TEST_CASE("Malformed or out-of-range values are errors naming the variable", "[config]") {
+  auto [name, value] = GENERATE(table<std::string, std::string>({
+      {"CHORUS_FUSION_THRESHOLD", "12x"},
+      {"CHORUS_FUSION_THRESHOLD", "-1"},
+      {"CHORUS_FUSION_THRESHOLD", ""},
+      {"CHORUS_FUSION_THRESHOLD", "1.5"},
+      {"CHORUS_FUSION_THRESHOLD", "99999999999999999999"},
+      {"HOROVOD_FUSION_THRESHOLD", "abc"},
+      {"CHORUS_CYCLE_TIME_MS", "0"},
+      {"CHORUS_CYCLE_TIME_MS", "-2"},
+      {"CHORUS_CYCLE_TIME_MS", "nan"},
+      {"CHORUS_CYCLE_TIME_MS", "inf"},
+      {"CHORUS_CYCLE_TIME_MS", "1ms"},
+      {"HOROVOD_CYCLE_TIME", "fast"},
+      {"CHORUS_CACHE_CAPACITY", "-1"},
+      {"CHORUS_CACHE_CAPACITY", "1048577"},
+      {"HOROVOD_CACHE_CAPACITY", "4294967296"},
+      {"CHORUS_PIPELINE_CHUNK_BYTES", "4095"},
+      {"CHORUS_PIPELINE_CHUNK_BYTES", "0"},
+      {"CHORUS_INPLACE_MIN_BYTES", "-5"},
+      {"CHORUS_STALL_CHECK_TIME_SECONDS", "0"},
+      {"HOROVOD_STALL_CHECK_TIME_SECONDS", "x"},
+      {"CHORUS_STALL_SHUTDOWN_TIME_SECONDS", "-1"},
+      {"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "soon"},
+      {"CHORUS_STALL_CHECK_DISABLE", "maybe"},
+      {"HOROVOD_STALL_CHECK_DISABLE", "2"},
+      {"CHORUS_IDLE_CYCLE_MS", "0"},
+      {"CHORUS_LOG_LEVEL", "verbose"},
+      {"HOROVOD_LOG_LEVEL", "warn"},
+      {"CHORUS_PRINT_CONFIG", "y"},
+  }));
+  const std::map<std::string, std::string> env = {{name, value}};
+  auto config = Read(env);
+  REQUIRE_FALSE(config.ok());
+  CHECK(config.status().code() == absl::StatusCode::kInvalidArgument);
+  const std::string message(config.status().message());
+  CHECK_THAT(message, Catch::StartsWith(name + "=\"" + value + "\": expected "));
+}
+
+TEST_CASE("The fusion threshold error message is exact", "[config]") {
+  const std::map<std::string, std::string> env = {{"CHORUS_FUSION_THRESHOLD", "12x"}};
+  auto config = Read(env);
+  REQUIRE_FALSE(config.ok());
+  CHECK(config.status().message() ==
+        "CHORUS_FUSION_THRESHOLD=\"12x\": expected a non-negative integer number of bytes");
+}
+
+TEST_CASE("Boundary values are accepted", "[config]") {
+  const std::map<std::string, std::string> env = {
+      {"CHORUS_FUSION_THRESHOLD", "0"},
+      {"CHORUS_CACHE_CAPACITY", "1048576"},
+      {"CHORUS_PIPELINE_CHUNK_BYTES", "4096"},
+      {"CHORUS_STALL_SHUTDOWN_TIME_SECONDS", "0"},
+  };
+  auto config = Read(env);
+  REQUIRE(config.ok());
+  CHECK(config->fusion_threshold_bytes == 0);
+  CHECK(config->cache_capacity == 1048576);
+  CHECK(config->pipeline_chunk_bytes == 4096);
+  CHECK(config->stall_shutdown_time == absl::ZeroDuration());
+}
+
+TEST_CASE("Describe lists the defaults in a stable order", "[config]") {
+  const std::vector<std::string> expected = {
+      "CHORUS_FUSION_THRESHOLD=134217728",
+      "CHORUS_CYCLE_TIME_MS=1",
+      "CHORUS_CACHE_CAPACITY=1024",
+      "CHORUS_PIPELINE_CHUNK_BYTES=4194304",
+      "CHORUS_INPLACE_MIN_BYTES=262144",
+      "CHORUS_STALL_CHECK_TIME_SECONDS=60",
+      "CHORUS_STALL_SHUTDOWN_TIME_SECONDS=0",
+      "CHORUS_STALL_CHECK_DISABLE=false",
+      "CHORUS_IDLE_CYCLE_MS=20",
+      "CHORUS_LOG_LEVEL=warning",
+      "CHORUS_PRINT_CONFIG=false",
+  };
+  CHECK(Config{}.Describe() == expected);
+}
+
+TEST_CASE("Describe output reads back as the same configuration", "[config]") {
+  const std::map<std::string, std::string> env = {
+      {"CHORUS_FUSION_THRESHOLD", "12345"},
+      {"CHORUS_CYCLE_TIME_MS", "0.125"},
+      {"CHORUS_CACHE_CAPACITY", "7"},
+      {"CHORUS_PIPELINE_CHUNK_BYTES", "65536"},
+      {"CHORUS_INPLACE_MIN_BYTES", "99"},
+      {"CHORUS_STALL_CHECK_TIME_SECONDS", "1.75"},
+      {"CHORUS_STALL_SHUTDOWN_TIME_SECONDS", "120"},
+      {"CHORUS_STALL_CHECK_DISABLE", "on"},
+      {"CHORUS_IDLE_CYCLE_MS", "3.3"},
+      {"CHORUS_LOG_LEVEL", "info"},
+      {"CHORUS_PRINT_CONFIG", "1"},
+  };
+  auto first = Read(env);
+  REQUIRE(first.ok());
+  std::map<std::string, std::string> described;
+  for (const std::string& line : first->Describe()) {
+    const size_t eq = line.find('=');
+    REQUIRE(eq != std::string::npos);
+    described[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  CHECK(described.size() == env.size());
+  CHECK(described["CHORUS_CYCLE_TIME_MS"] == "0.125");
+  CHECK(described["CHORUS_IDLE_CYCLE_MS"] == "3.3");
+  auto second = Read(described);
+  REQUIRE(second.ok());
+  CHECK(second->Describe() == first->Describe());
+  CHECK(second->cycle_time == first->cycle_time);
+  CHECK(second->idle_cycle_time == first->idle_cycle_time);
+  CHECK(second->stall_warning_time == first->stall_warning_time);
+}
+
+}  // namespace
+}  // namespace chorus::runtime
