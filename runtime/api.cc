@@ -2,9 +2,9 @@
 #include <memory>
 #include <utility>
 
-#include "absl/synchronization/mutex.h"
 #include "chorus/chorus.h"
 #include "runtime/common/logging.h"
+#include "runtime/common/mutex.h"
 #include "runtime/common/status_macros.h"
 #include "runtime/config.h"
 #include "runtime/mpi/mpi_controller.h"
@@ -13,16 +13,20 @@
 namespace chorus {
 namespace {
 
-absl::Mutex g_mu(absl::kConstInit);
+// Guards the runtime slot. Never destroyed (no destruction-order problems at exit).
+Mutex& SlotMutex() {
+  static auto* mu = new Mutex();
+  return *mu;
+}
 // The only global of chorus. Shared so that a call in progress keeps the runtime alive while
 // another thread shuts it down.
-std::shared_ptr<runtime::Runtime>& Slot() ABSL_EXCLUSIVE_LOCKS_REQUIRED(g_mu) {
+std::shared_ptr<runtime::Runtime>& Slot() ABSL_EXCLUSIVE_LOCKS_REQUIRED(SlotMutex()) {
   static auto* slot = new std::shared_ptr<runtime::Runtime>();
   return *slot;
 }
 
 absl::StatusOr<std::shared_ptr<runtime::Runtime>> Current() {
-  absl::MutexLock lock(&g_mu);
+  MutexLock lock(&SlotMutex());
   std::shared_ptr<runtime::Runtime> rt = Slot();
   if (rt == nullptr) {
     return absl::FailedPreconditionError("chorus is not initialized; call init() first");
@@ -41,7 +45,7 @@ log::Level ParseLevel(const std::string& name) {
 }  // namespace
 
 absl::Status Init(const InitOptions& options) {
-  absl::MutexLock lock(&g_mu);
+  MutexLock lock(&SlotMutex());
   if (Slot() != nullptr) return absl::OkStatus();
   CHORUS_ASSIGN_OR_RETURN(runtime::Config config, runtime::Config::FromEnvironment());
   log::SetLevel(ParseLevel(config.log_level));
@@ -58,7 +62,7 @@ absl::Status Init(const InitOptions& options) {
 absl::Status Shutdown() {
   std::shared_ptr<runtime::Runtime> rt;
   {
-    absl::MutexLock lock(&g_mu);
+    MutexLock lock(&SlotMutex());
     rt = std::move(Slot());
     Slot().reset();
   }
@@ -67,7 +71,7 @@ absl::Status Shutdown() {
 }
 
 bool IsInitialized() {
-  absl::MutexLock lock(&g_mu);
+  MutexLock lock(&SlotMutex());
   return Slot() != nullptr;
 }
 

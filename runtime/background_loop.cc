@@ -72,16 +72,17 @@ BackgroundLoop::~BackgroundLoop() {
 }
 
 absl::Status BackgroundLoop::Start(std::vector<std::vector<int32_t>> process_sets) {
+  std::future<absl::Status> started = started_.get_future();
   thread_ = std::thread([this, sets = std::move(process_sets)]() { ThreadMain(sets); });
-  started_.WaitForNotification();
-  if (!start_status_.ok()) thread_.join();
-  return start_status_;
+  absl::Status status = started.get();
+  if (!status.ok()) thread_.join();
+  return status;
 }
 
 void BackgroundLoop::ThreadMain(std::vector<std::vector<int32_t>> process_sets) {
-  start_status_ = Handshake(process_sets);
-  const bool ok = start_status_.ok();
-  started_.Notify();
+  absl::Status status = Handshake(process_sets);
+  const bool ok = status.ok();
+  started_.set_value(std::move(status));
   if (!ok) return;
 
   bool stop = false;

@@ -33,6 +33,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <future>
 #include <map>
 #include <memory>
 #include <optional>
@@ -42,7 +43,6 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/notification.h"
 #include "runtime/config.h"
 #include "runtime/controller.h"
 #include "runtime/coordinator.h"
@@ -112,8 +112,7 @@ class BackgroundLoop {
   SubmissionQueue* queue_;
   ProcessSetRegistry* registry_;
   std::thread thread_;
-  absl::Status start_status_;
-  absl::Notification started_;
+  std::promise<absl::Status> started_;  // set once by the thread after the handshake
 
   // Loop-thread state.
   std::unique_ptr<Coordinator> coordinator_;  // rank 0 only

@@ -7,23 +7,25 @@
 namespace chorus::runtime {
 
 Handle HandleTable::Create() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   Handle handle = next_++;
   slots_.emplace(handle, Slot{});
   return handle;
 }
 
 void HandleTable::Discard(Handle handle) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   slots_.erase(handle);
+  done_cv_.notify_all();
 }
 
 void HandleTable::Complete(Handle handle, OpResult result) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = slots_.find(handle);
   if (it == slots_.end()) return;
   it->second.result = std::move(result);
   it->second.done = true;
+  done_cv_.notify_all();
 }
 
 absl::Status HandleTable::NotFound(Handle handle) const {
@@ -32,31 +34,29 @@ absl::Status HandleTable::NotFound(Handle handle) const {
 }
 
 absl::StatusOr<bool> HandleTable::Poll(Handle handle) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = slots_.find(handle);
   if (it == slots_.end()) return NotFound(handle);
   return it->second.done;
 }
 
 absl::Status HandleTable::Wait(Handle handle) const {
-  absl::MutexLock lock(&mu_);
-  auto done = [this, handle]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  MutexLock lock(&mu_);
+  lock.Wait(done_cv_, [this, handle]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
     auto it = slots_.find(handle);
     return it == slots_.end() || it->second.done;
-  };
-  mu_.Await(absl::Condition(&done));
+  });
   auto it = slots_.find(handle);
   if (it == slots_.end()) return NotFound(handle);
   return it->second.result.status;
 }
 
 absl::StatusOr<OpResult> HandleTable::Release(Handle handle) {
-  absl::MutexLock lock(&mu_);
-  auto done = [this, handle]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  MutexLock lock(&mu_);
+  lock.Wait(done_cv_, [this, handle]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
     auto it = slots_.find(handle);
     return it == slots_.end() || it->second.done;
-  };
-  mu_.Await(absl::Condition(&done));
+  });
   auto it = slots_.find(handle);
   if (it == slots_.end()) return NotFound(handle);
   OpResult result = std::move(it->second.result);

@@ -7,13 +7,14 @@
 #ifndef CHORUS_RUNTIME_HANDLE_TABLE_H_
 #define CHORUS_RUNTIME_HANDLE_TABLE_H_
 
+#include <condition_variable>
 #include <cstdint>
 #include <optional>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "runtime/common/mutex.h"
 #include "chorus/chorus.h"
 
 namespace chorus::runtime {
@@ -41,7 +42,8 @@ class HandleTable {
   };
   absl::Status NotFound(Handle handle) const;
 
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
+  mutable std::condition_variable done_cv_;  // signalled by Complete and Discard
   Handle next_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<Handle, Slot> slots_ ABSL_GUARDED_BY(mu_);
 };

@@ -13,36 +13,36 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "runtime/common/mutex.h"
 
 namespace chorus::runtime {
 
 class ProcessSetRegistry {
  public:
   void Set(int32_t id, std::vector<int32_t> world_ranks) ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     sets_[id] = std::move(world_ranks);
   }
   void Erase(int32_t id) ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     sets_.erase(id);
   }
   // The set's world ranks (ascending), or nullopt if no such set.
   std::optional<std::vector<int32_t>> Ranks(int32_t id) const ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = sets_.find(id);
     if (it == sets_.end()) return std::nullopt;
     return it->second;
   }
   std::vector<int32_t> Ids() const ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     std::vector<int32_t> ids;
     for (const auto& [id, ranks] : sets_) ids.push_back(id);
     return ids;
   }
 
  private:
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   std::map<int32_t, std::vector<int32_t>> sets_ ABSL_GUARDED_BY(mu_);
 };
 

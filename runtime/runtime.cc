@@ -76,7 +76,7 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(
 Runtime::~Runtime() { Shutdown(); }
 
 void Runtime::Shutdown() {
-  absl::MutexLock lock(&shutdown_mu_);
+  MutexLock lock(&shutdown_mu_);
   if (loop_ == nullptr) return;
   queue_.Close("chorus was shut down");
   loop_.reset();  // joins the thread once every rank has agreed to stop
@@ -93,7 +93,7 @@ void Runtime::AutoName(OpRequest& request) {
     default: return;
   }
   // The k-th unnamed op of a kind and set gets the same name on every rank.
-  absl::MutexLock lock(&name_mu_);
+  MutexLock lock(&name_mu_);
   int64_t& counter = auto_names_[{static_cast<int32_t>(request.type), request.process_set_id}];
   request.name = absl::StrCat(prefix, ".", request.process_set_id, ".", counter++);
 }

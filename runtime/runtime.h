@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "runtime/common/mutex.h"
 #include "chorus/chorus.h"
 #include "runtime/background_loop.h"
 #include "runtime/config.h"
@@ -71,10 +71,10 @@ class Runtime {
   HandleTable handles_;
   std::unique_ptr<BackgroundLoop> loop_;
 
-  absl::Mutex name_mu_;
+  Mutex name_mu_;
   // (op type, process set) -> number of unnamed ops of that kind so far.
   std::map<std::pair<int32_t, int32_t>, int64_t> auto_names_ ABSL_GUARDED_BY(name_mu_);
-  absl::Mutex shutdown_mu_;  // serialises Shutdown
+  Mutex shutdown_mu_;  // serialises Shutdown
 };
 
 }  // namespace chorus::runtime

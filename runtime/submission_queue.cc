@@ -7,7 +7,7 @@
 namespace chorus::runtime {
 
 absl::Status SubmissionQueue::Push(std::vector<std::unique_ptr<TensorEntry>> entries) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (closed_) return absl::FailedPreconditionError(closed_why_);
   for (size_t i = 0; i < entries.size(); ++i) {
     const std::string& name = entries[i]->request.name;
@@ -24,36 +24,38 @@ absl::Status SubmissionQueue::Push(std::vector<std::unique_ptr<TensorEntry>> ent
     in_flight_.insert(entry->request.name);
     queued_.push_back(std::move(entry));
   }
+  work_cv_.notify_one();
   return absl::OkStatus();
 }
 
 std::vector<std::unique_ptr<TensorEntry>> SubmissionQueue::DrainAll() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   std::vector<std::unique_ptr<TensorEntry>> out;
   out.swap(queued_);
   return out;
 }
 
 void SubmissionQueue::WaitForWork(absl::Duration timeout) {
-  absl::MutexLock lock(&mu_);
-  auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !queued_.empty() || closed_; };
-  mu_.AwaitWithTimeout(absl::Condition(&ready), timeout);
+  MutexLock lock(&mu_);
+  lock.WaitFor(work_cv_, timeout,
+               [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return !queued_.empty() || closed_; });
 }
 
 void SubmissionQueue::Forget(const std::string& name) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   in_flight_.erase(name);
 }
 
 void SubmissionQueue::Close(std::string why) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (closed_) return;
   closed_ = true;
   closed_why_ = std::move(why);
+  work_cv_.notify_all();
 }
 
 bool SubmissionQueue::closed() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return closed_;
 }
 

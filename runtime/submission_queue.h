@@ -8,6 +8,7 @@
 #ifndef CHORUS_RUNTIME_SUBMISSION_QUEUE_H_
 #define CHORUS_RUNTIME_SUBMISSION_QUEUE_H_
 
+#include <condition_variable>
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,7 +16,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
+#include "runtime/common/mutex.h"
 #include "absl/time/time.h"
 #include "runtime/tensor_entry.h"
 
@@ -41,7 +42,8 @@ class SubmissionQueue {
   bool closed() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
+  std::condition_variable work_cv_;  // signalled by Push and Close
   std::vector<std::unique_ptr<TensorEntry>> queued_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<std::string> in_flight_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;

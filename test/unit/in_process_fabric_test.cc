@@ -41,13 +41,6 @@ void RunRanks(InProcessFabric& fabric, const std::function<void(int, Controller&
   for (std::thread& t : threads) t.join();
 }
 
-// Every rank's backend over the whole world; filled by RunRanks bodies.
-struct WorldBackends {
-  explicit WorldBackends(int n) : backends(n), create_status(n) {}
-  std::vector<std::unique_ptr<CollectiveBackend>> backends;
-  std::vector<absl::Status> create_status;
-};
-
 std::vector<int32_t> AllRanks(int n) {
   std::vector<int32_t> ranks(n);
   std::iota(ranks.begin(), ranks.end(), 0);
@@ -225,7 +218,6 @@ void CheckAllreduce(DataType dtype) {
   const int64_t count = GENERATE(0, 1, 37);
   CAPTURE(n, ReduceOpName(op), in_place, count);
   InProcessFabric fabric(n);
-  WorldBackends world(n);
   std::vector<absl::Status> status(n);
   std::vector<std::vector<T>> out(n);
   RunRanks(fabric, [&](int r, Controller& c) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <future>
 #include <mutex>
 #include <numeric>
 #include <random>
@@ -16,7 +17,6 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
 #include "test/support/in_process_fabric.h"
 
 namespace chorus::runtime {
@@ -260,7 +260,8 @@ TEST_CASE("stalled ops fail with DeadlineExceeded after the stall shutdown time"
   config.stall_warning_time = absl::Milliseconds(50);
   config.stall_shutdown_time = absl::Milliseconds(100);
   Failures f;
-  absl::Notification timed_out;
+  std::promise<void> timed_out_promise;
+  std::shared_future<void> timed_out = timed_out_promise.get_future().share();
   auto errs = RunRanks(
       2,
       [&](int rank, Runtime& rt) {
@@ -271,9 +272,9 @@ TEST_CASE("stalled ops fail with DeadlineExceeded after the stall shutdown time"
           RANK_CHECK(f, absl::IsDeadlineExceeded(st), st.ToString());
           RANK_CHECK(f, absl::StrContains(st.message(), "lonely"), st.message());
           RANK_CHECK(f, absl::StrContains(st.message(), "1"), st.message());
-          timed_out.Notify();
+          timed_out_promise.set_value();
         } else {
-          timed_out.WaitForNotification();
+          timed_out.wait();
         }
         // Both ranks then agree again.
         std::vector<float> e(3, 1.0f);
