@@ -38,6 +38,9 @@ bool IsCacheable(OpType type) {
   }
 }
 
+// A burst of submissions is over when nothing new arrived for this long.
+constexpr absl::Duration kBurstQuiet = absl::Microseconds(50);
+
 int Words(int32_t capacity) { return (capacity + 63) / 64; }
 
 void SetBit(std::vector<uint64_t>& words, size_t base, int32_t bit) {
@@ -97,6 +100,9 @@ void BackgroundLoop::ThreadMain(std::vector<std::vector<int32_t>> process_sets) 
   }
   queue_->Close("chorus was shut down");
   FailAllPending(absl::AbortedError("chorus was shut down before this op completed"));
+  CHORUS_LOG(DEBUG) << "background loop done: " << counters_.cycles.load() << " cycles, "
+                    << counters_.negotiation_rounds.load() << " negotiation rounds, "
+                    << counters_.cache_hits.load() << " cache hits";
 }
 
 absl::Status BackgroundLoop::Handshake(const std::vector<std::vector<int32_t>>& process_sets) {
@@ -304,10 +310,11 @@ absl::Status BackgroundLoop::RunCycle(bool* stop) {
   const absl::Duration left = cycle_start + config_.cycle_time - absl::Now();
   if (!pending_.empty()) {
     if (left > absl::ZeroDuration()) absl::SleepFor(left);
-  } else if (busy_elsewhere) {
-    if (left > absl::ZeroDuration()) queue_->WaitForWork(left);
   } else {
-    queue_->WaitForWork(config_.idle_cycle_time);
+    const bool woke = queue_->WaitForWork(
+        busy_elsewhere ? std::max(left, absl::ZeroDuration()) : config_.idle_cycle_time);
+    // Take a burst of submissions (a whole model's gradients, say) in one cycle.
+    if (woke) queue_->WaitForQuiet(kBurstQuiet, config_.cycle_time);
   }
   return absl::OkStatus();
 }

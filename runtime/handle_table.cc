@@ -25,12 +25,24 @@ void HandleTable::Complete(Handle handle, OpResult result) {
   if (it == slots_.end()) return;
   it->second.result = std::move(result);
   it->second.done = true;
-  done_cv_.notify_all();
+  if (it->second.waiters > 0) done_cv_.notify_all();
 }
 
 absl::Status HandleTable::NotFound(Handle handle) const {
   return absl::NotFoundError(absl::StrCat("unknown handle ", handle,
                                           " (never created, or already released)"));
+}
+
+void HandleTable::AwaitDone(MutexLock& lock, Handle handle) const {
+  auto it = slots_.find(handle);
+  if (it == slots_.end() || it->second.done) return;
+  ++it->second.waiters;
+  lock.Wait(done_cv_, [this, handle]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    auto found = slots_.find(handle);
+    return found == slots_.end() || found->second.done;
+  });
+  auto again = slots_.find(handle);
+  if (again != slots_.end()) --again->second.waiters;
 }
 
 absl::StatusOr<bool> HandleTable::Poll(Handle handle) const {
@@ -42,10 +54,7 @@ absl::StatusOr<bool> HandleTable::Poll(Handle handle) const {
 
 absl::Status HandleTable::Wait(Handle handle) const {
   MutexLock lock(&mu_);
-  lock.Wait(done_cv_, [this, handle]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    auto it = slots_.find(handle);
-    return it == slots_.end() || it->second.done;
-  });
+  AwaitDone(lock, handle);
   auto it = slots_.find(handle);
   if (it == slots_.end()) return NotFound(handle);
   return it->second.result.status;
@@ -53,10 +62,7 @@ absl::Status HandleTable::Wait(Handle handle) const {
 
 absl::StatusOr<OpResult> HandleTable::Release(Handle handle) {
   MutexLock lock(&mu_);
-  lock.Wait(done_cv_, [this, handle]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    auto it = slots_.find(handle);
-    return it == slots_.end() || it->second.done;
-  });
+  AwaitDone(lock, handle);
   auto it = slots_.find(handle);
   if (it == slots_.end()) return NotFound(handle);
   OpResult result = std::move(it->second.result);

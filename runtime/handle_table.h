@@ -38,14 +38,17 @@ class HandleTable {
  private:
   struct Slot {
     bool done = false;
+    int waiters = 0;  // threads blocked on this handle: Complete notifies only then
     OpResult result;
   };
+  // Blocks until `handle` is done or unknown. REQUIRES: `lock` holds mu_.
+  void AwaitDone(MutexLock& lock, Handle handle) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status NotFound(Handle handle) const;
 
   mutable Mutex mu_;
   mutable std::condition_variable done_cv_;  // signalled by Complete and Discard
   Handle next_ ABSL_GUARDED_BY(mu_) = 1;
-  absl::flat_hash_map<Handle, Slot> slots_ ABSL_GUARDED_BY(mu_);
+  mutable absl::flat_hash_map<Handle, Slot> slots_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace chorus::runtime

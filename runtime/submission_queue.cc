@@ -1,5 +1,6 @@
 #include "runtime/submission_queue.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -23,8 +24,10 @@ absl::Status SubmissionQueue::Push(std::vector<std::unique_ptr<TensorEntry>> ent
   for (auto& entry : entries) {
     in_flight_.insert(entry->request.name);
     queued_.push_back(std::move(entry));
+    ++pushed_;
   }
-  work_cv_.notify_one();
+  // Wake the loop only when it sleeps: a notify costs a syscall per submitted tensor otherwise.
+  if (waiting_) work_cv_.notify_one();
   return absl::OkStatus();
 }
 
@@ -35,10 +38,26 @@ std::vector<std::unique_ptr<TensorEntry>> SubmissionQueue::DrainAll() {
   return out;
 }
 
-void SubmissionQueue::WaitForWork(absl::Duration timeout) {
+bool SubmissionQueue::WaitForWork(absl::Duration timeout) {
   MutexLock lock(&mu_);
+  waiting_ = true;
   lock.WaitFor(work_cv_, timeout,
                [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return !queued_.empty() || closed_; });
+  waiting_ = false;
+  return !queued_.empty();
+}
+
+void SubmissionQueue::WaitForQuiet(absl::Duration quiet, absl::Duration max_wait) {
+  const absl::Time deadline = absl::Now() + max_wait;
+  int64_t seen = -1;
+  while (absl::Now() < deadline) {
+    {
+      MutexLock lock(&mu_);
+      if (pushed_ == seen || closed_) return;
+      seen = pushed_;
+    }
+    absl::SleepFor(std::min(quiet, deadline - absl::Now()));
+  }
 }
 
 void SubmissionQueue::Forget(const std::string& name) {

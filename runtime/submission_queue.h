@@ -31,8 +31,13 @@ class SubmissionQueue {
   // Takes everything queued, in submission order.
   std::vector<std::unique_ptr<TensorEntry>> DrainAll() ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Blocks until something is queued, Close() is called, or `timeout` passes.
-  void WaitForWork(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
+  // Blocks until something is queued, Close() is called, or `timeout` passes. Returns whether
+  // something is queued.
+  bool WaitForWork(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Waits while submissions keep arriving: returns once no new entry arrived for `quiet`, or
+  // after `max_wait`. Used to take a burst of submissions in one cycle.
+  void WaitForQuiet(absl::Duration quiet, absl::Duration max_wait) ABSL_LOCKS_EXCLUDED(mu_);
 
   // The name is no longer in flight (its op completed).
   void Forget(const std::string& name) ABSL_LOCKS_EXCLUDED(mu_);
@@ -47,6 +52,8 @@ class SubmissionQueue {
   std::vector<std::unique_ptr<TensorEntry>> queued_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<std::string> in_flight_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  bool waiting_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t pushed_ ABSL_GUARDED_BY(mu_) = 0;  // entries pushed so far  // the loop is blocked in WaitForWork
   std::string closed_why_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -1,0 +1,128 @@
+"""Framework-independent runtime control: init, shutdown and topology queries.
+
+Thread-safety: these functions may be called from any thread; init and shutdown are
+collective (every rank calls them).
+"""
+
+import warnings
+
+from chorus import _C
+from chorus import process_sets as _ps
+
+# Reduction ops: the chorus::ReduceOp values of chorus/types.h.
+Sum = 0
+Average = 1
+Min = 2
+Max = 3
+Product = 4
+Adasum = 5
+
+_topology = None
+
+_NOT_INITIALIZED = "chorus has not been initialized; use hvd.init()."
+
+
+def init(comm=None, process_sets=None):
+    """Starts chorus on every rank of MPI_COMM_WORLD (collective).
+
+    comm: only None is supported; anything else is ignored with a warning.
+    process_sets: a list of ProcessSet objects or rank lists, registered with ids 1, 2, ...
+    (the string "dynamic" is accepted and ignored: sets can always be added later).
+    """
+    global _topology
+    if comm is not None:
+        warnings.warn("chorus.init: the comm argument is not supported and is ignored; "
+                      "chorus runs on MPI_COMM_WORLD")
+    sets = []
+    if process_sets is not None and not isinstance(process_sets, str):
+        sets = [ps if isinstance(ps, _ps.ProcessSet) else _ps.ProcessSet(ps)
+                for ps in process_sets]
+    _C.init([list(ps.ranks) for ps in sets])
+    _topology = _C.topology()
+    _ps._setup(sets)
+
+
+def shutdown():
+    """Stops chorus (collective). Pending ops complete with an error."""
+    global _topology
+    _C.shutdown()
+    _topology = None
+    _ps._teardown()
+
+
+def is_initialized():
+    return _C.is_initialized()
+
+
+def _topo():
+    if _topology is None or not _C.is_initialized():
+        raise ValueError(_NOT_INITIALIZED)
+    return _topology
+
+
+def rank():
+    return _topo()["rank"]
+
+
+def size():
+    return _topo()["size"]
+
+
+def local_rank():
+    return _topo()["local_rank"]
+
+
+def local_size():
+    return _topo()["local_size"]
+
+
+def cross_rank():
+    return _topo()["cross_rank"]
+
+
+def cross_size():
+    return _topo()["cross_size"]
+
+
+def is_homogeneous():
+    return _topo()["is_homogeneous"]
+
+
+def mpi_threads_supported():
+    return True
+
+
+def mpi_enabled():
+    return True
+
+
+def mpi_built():
+    return True
+
+
+def gloo_enabled():
+    return False
+
+
+def gloo_built():
+    return False
+
+
+def nccl_built():
+    return False
+
+
+def cuda_built():
+    return False
+
+
+def rocm_built():
+    return False
+
+
+def ccl_built():
+    return False
+
+
+def ddl_built():
+    return False

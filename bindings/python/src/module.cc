@@ -1,0 +1,297 @@
+// The extension module chorus._C: a thin pybind11 layer over the C ABI (chorus/c_api.h).
+//
+// Tensors cross as (address, dtype, shape, device): this module never sees a framework tensor,
+// and the Python side keeps every tensor alive until its handle is released. Failures become
+// chorus._C.ChorusError (a RuntimeError); InvalidArgument becomes ChorusValueError, which is
+// both a ChorusError and a ValueError. Calls that block (wait, release, init, shutdown) drop
+// the GIL while they wait.
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "chorus/c_api.h"
+#include "pybind11/pybind11.h"
+#include "pybind11/stl.h"
+
+namespace py = pybind11;
+
+namespace {
+
+constexpr int kInvalidArgument = 3;
+
+PyObject* g_error = nullptr;        // chorus._C.ChorusError
+PyObject* g_value_error = nullptr;  // chorus._C.ChorusValueError
+
+// Raises the exception for `code` with `message`; the instance carries `.code`.
+[[noreturn]] void Raise(int code, const std::string& message) {
+  PyObject* type = code == kInvalidArgument ? g_value_error : g_error;
+  py::object exc = py::reinterpret_steal<py::object>(
+      PyObject_CallFunction(type, "s", message.c_str()));
+  if (!exc) throw py::error_already_set();
+  exc.attr("code") = code;
+  PyErr_SetObject(type, exc.ptr());
+  throw py::error_already_set();
+}
+
+// Raises for a non-zero status of a C ABI call made on this thread.
+void Check(int code) {
+  if (code != 0) Raise(code, chorus_last_error());
+}
+
+struct TensorSpec {
+  uintptr_t data = 0;
+  int32_t dtype = 7;
+  std::vector<int64_t> shape;
+  int32_t device = -1;
+};
+
+// One op as Python describes it; the fields mirror chorus_op_t.
+struct OpSpec {
+  int32_t type = 0;
+  std::string name;
+  TensorSpec input;
+  TensorSpec output;
+  int32_t reduce_op = 0;
+  double prescale_factor = 1.0;
+  double postscale_factor = 1.0;
+  int32_t root_rank = 0;
+  int32_t process_set_id = 0;
+  std::vector<int64_t> splits;
+  std::vector<int32_t> process_set_ranks;
+};
+
+chorus_tensor_t ToC(const TensorSpec& t) {
+  chorus_tensor_t c;
+  c.data = reinterpret_cast<void*>(t.data);
+  c.dtype = t.dtype;
+  c.ndim = static_cast<int32_t>(t.shape.size());
+  c.shape = t.shape.data();
+  c.device = t.device;
+  return c;
+}
+
+// The returned struct borrows from `spec`, which must outlive its use.
+chorus_op_t ToC(const OpSpec& spec) {
+  chorus_op_t op;
+  chorus_op_init(&op);
+  op.type = spec.type;
+  op.name = spec.name.empty() ? nullptr : spec.name.c_str();
+  op.input = ToC(spec.input);
+  op.output = ToC(spec.output);
+  op.reduce_op = spec.reduce_op;
+  op.prescale_factor = spec.prescale_factor;
+  op.postscale_factor = spec.postscale_factor;
+  op.root_rank = spec.root_rank;
+  op.process_set_id = spec.process_set_id;
+  op.splits = spec.splits.empty() ? nullptr : spec.splits.data();
+  op.num_splits = static_cast<int32_t>(spec.splits.size());
+  op.process_set_ranks = spec.process_set_ranks.empty() ? nullptr : spec.process_set_ranks.data();
+  op.num_process_set_ranks = static_cast<int32_t>(spec.process_set_ranks.size());
+  return op;
+}
+
+struct ResultDeleter {
+  void operator()(chorus_result_t* r) const { chorus_result_free(r); }
+};
+
+// The result of a released op; owns the chorus_result_t.
+class Result {
+ public:
+  explicit Result(chorus_result_t* r) : r_(r) {}
+
+  int code() const { return chorus_result_status(r_.get(), nullptr); }
+  std::string message() const {
+    const char* m = nullptr;
+    chorus_result_status(r_.get(), &m);
+    return m != nullptr ? m : "";
+  }
+  int64_t output_nbytes() const {
+    Output o = GetOutput();
+    return o.num_bytes;
+  }
+  std::vector<int64_t> output_shape() const {
+    Output o = GetOutput();
+    return std::vector<int64_t>(o.shape, o.shape + o.ndim);
+  }
+  // Copies the output into `nbytes` bytes at `dest`; ValueError unless nbytes matches.
+  void copy_output(uintptr_t dest, int64_t nbytes) const {
+    Output o = GetOutput();
+    if (nbytes != o.num_bytes) {
+      Raise(kInvalidArgument, "output has " + std::to_string(o.num_bytes) +
+                                  " bytes, destination " + std::to_string(nbytes));
+    }
+    if (nbytes > 0) std::memcpy(reinterpret_cast<void*>(dest), o.data, nbytes);
+  }
+  std::vector<int64_t> received_splits() const {
+    const int64_t* s = nullptr;
+    int32_t n = 0;
+    chorus_result_received_splits(r_.get(), &s, &n);
+    return std::vector<int64_t>(s, s + n);
+  }
+  int32_t last_joined_rank() const { return chorus_result_last_joined_rank(r_.get()); }
+  int32_t process_set_id() const { return chorus_result_process_set_id(r_.get()); }
+
+ private:
+  struct Output {
+    void* data = nullptr;
+    int64_t num_bytes = 0;
+    int32_t ndim = 0;
+    const int64_t* shape = nullptr;
+  };
+  Output GetOutput() const {
+    Output o;
+    chorus_result_output(r_.get(), &o.data, &o.num_bytes, &o.ndim, &o.shape);
+    return o;
+  }
+
+  std::unique_ptr<chorus_result_t, ResultDeleter> r_;
+};
+
+void Init(const std::vector<std::vector<int32_t>>& process_sets) {
+  std::vector<const int32_t*> ptrs;
+  std::vector<int32_t> sizes;
+  for (const auto& s : process_sets) {
+    ptrs.push_back(s.data());
+    sizes.push_back(static_cast<int32_t>(s.size()));
+  }
+  int code;
+  std::string error;
+  {
+    py::gil_scoped_release release;
+    code = chorus_init(nullptr, static_cast<int32_t>(ptrs.size()), ptrs.data(), sizes.data());
+    if (code != 0) error = chorus_last_error();
+  }
+  if (code != 0) Raise(code, error);
+}
+
+void Shutdown() {
+  int code;
+  std::string error;
+  {
+    py::gil_scoped_release release;
+    code = chorus_shutdown();
+    if (code != 0) error = chorus_last_error();
+  }
+  if (code != 0) Raise(code, error);
+}
+
+py::dict Topology() {
+  chorus_topology_t t;
+  Check(chorus_topology(&t));
+  py::dict d;
+  d["rank"] = t.rank;
+  d["size"] = t.size;
+  d["local_rank"] = t.local_rank;
+  d["local_size"] = t.local_size;
+  d["cross_rank"] = t.cross_rank;
+  d["cross_size"] = t.cross_size;
+  d["is_homogeneous"] = t.is_homogeneous != 0;
+  return d;
+}
+
+int64_t Enqueue(const OpSpec& spec) {
+  chorus_op_t op = ToC(spec);
+  chorus_handle_t handle = 0;
+  Check(chorus_enqueue(&op, nullptr, nullptr, &handle));
+  return handle;
+}
+
+std::vector<int64_t> EnqueueGroup(const std::vector<OpSpec>& specs) {
+  std::vector<chorus_op_t> ops;
+  ops.reserve(specs.size());
+  for (const OpSpec& s : specs) ops.push_back(ToC(s));
+  std::vector<chorus_handle_t> handles(specs.size());
+  Check(chorus_enqueue_group(ops.data(), static_cast<int32_t>(ops.size()), handles.data()));
+  return std::vector<int64_t>(handles.begin(), handles.end());
+}
+
+bool Poll(int64_t handle) {
+  int done = 0;
+  Check(chorus_poll(handle, &done));
+  return done != 0;
+}
+
+// Returns the op's status code (0 = success); raises only when the handle is unknown.
+int Wait(int64_t handle) {
+  int code;
+  {
+    py::gil_scoped_release release;
+    code = chorus_wait(handle);
+  }
+  return code;
+}
+
+// Waits for the op and takes its result; raises only when no result exists (unknown handle).
+Result Release(int64_t handle) {
+  chorus_result_t* r = nullptr;
+  int code;
+  std::string error;
+  {
+    py::gil_scoped_release release;
+    code = chorus_release(handle, &r);
+    if (code != 0 && r == nullptr) error = chorus_last_error();
+  }
+  if (r == nullptr) Raise(code != 0 ? code : 13, error);
+  return Result(r);
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "chorus C ABI bindings (internal; use chorus.torch)";
+
+  g_error = PyErr_NewException("chorus._C.ChorusError", PyExc_RuntimeError, nullptr);
+  py::tuple bases = py::make_tuple(py::handle(g_error), py::handle(PyExc_ValueError));
+  g_value_error = PyErr_NewException("chorus._C.ChorusValueError", bases.ptr(), nullptr);
+  m.add_object("ChorusError", py::handle(g_error));
+  m.add_object("ChorusValueError", py::handle(g_value_error));
+
+  py::class_<TensorSpec>(m, "TensorSpec")
+      .def(py::init([](uintptr_t data, int32_t dtype, std::vector<int64_t> shape,
+                       int32_t device) {
+             return TensorSpec{data, dtype, std::move(shape), device};
+           }),
+           py::arg("data") = 0, py::arg("dtype") = 7, py::arg("shape") = std::vector<int64_t>{},
+           py::arg("device") = -1)
+      .def_readwrite("data", &TensorSpec::data)
+      .def_readwrite("dtype", &TensorSpec::dtype)
+      .def_readwrite("shape", &TensorSpec::shape)
+      .def_readwrite("device", &TensorSpec::device);
+
+  py::class_<OpSpec>(m, "OpSpec")
+      .def(py::init<>())
+      .def_readwrite("type", &OpSpec::type)
+      .def_readwrite("name", &OpSpec::name)
+      .def_readwrite("input", &OpSpec::input)
+      .def_readwrite("output", &OpSpec::output)
+      .def_readwrite("reduce_op", &OpSpec::reduce_op)
+      .def_readwrite("prescale_factor", &OpSpec::prescale_factor)
+      .def_readwrite("postscale_factor", &OpSpec::postscale_factor)
+      .def_readwrite("root_rank", &OpSpec::root_rank)
+      .def_readwrite("process_set_id", &OpSpec::process_set_id)
+      .def_readwrite("splits", &OpSpec::splits)
+      .def_readwrite("process_set_ranks", &OpSpec::process_set_ranks);
+
+  py::class_<Result>(m, "Result")
+      .def_property_readonly("code", &Result::code)
+      .def_property_readonly("message", &Result::message)
+      .def_property_readonly("output_nbytes", &Result::output_nbytes)
+      .def_property_readonly("output_shape", &Result::output_shape)
+      .def("copy_output", &Result::copy_output, py::arg("dest"), py::arg("nbytes"))
+      .def_property_readonly("received_splits", &Result::received_splits)
+      .def_property_readonly("last_joined_rank", &Result::last_joined_rank)
+      .def_property_readonly("process_set_id", &Result::process_set_id);
+
+  m.def("init", &Init, py::arg("process_sets") = std::vector<std::vector<int32_t>>{});
+  m.def("shutdown", &Shutdown);
+  m.def("is_initialized", [] { return chorus_is_initialized() == 1; });
+  m.def("topology", &Topology);
+  m.def("enqueue", &Enqueue, py::arg("op"));
+  m.def("enqueue_group", &EnqueueGroup, py::arg("ops"));
+  m.def("poll", &Poll, py::arg("handle"));
+  m.def("wait", &Wait, py::arg("handle"));
+  m.def("release", &Release, py::arg("handle"));
+}

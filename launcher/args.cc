@@ -1,0 +1,428 @@
+#include "launcher/args.h"
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <utility>
+
+#include <CLI/CLI.hpp>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+
+namespace chorus::launcher {
+namespace {
+
+// Horovod's single-dash long names and the names CLI11 knows them by.
+const std::map<std::string, std::string>& SingleDashAliases() {
+  static const auto* aliases = new std::map<std::string, std::string>{
+      {"-np", "--num-proc"},
+      {"-cb", "--check-build"},
+      {"-hostfile", "--hostfile"},
+      {"-prefix-timestamp", "--prefix-output-with-timestamp"},
+  };
+  return *aliases;
+}
+
+// The flag definitions, bound to the variables they fill. `commits` copy given values into the
+// optionals of LaunchOptions after a successful parse.
+class Definitions {
+ public:
+  explicit Definitions(LaunchOptions* o) : o_(o) {
+    app_.set_help_flag("-h,--help", "Show this help message and exit.");
+    app_.add_flag("-v,--version", version_, "Shows chorus version.");
+    num_proc_ = app_.add_option("-n,--num-proc", o->num_proc, "Total number of training processes.");
+    app_.add_flag("--check-build", check_build_,
+                  "Shows which frameworks and libraries have been built into chorus.");
+    app_.add_flag("--disable-cache", disable_cache_, "Accepted for horovodrun compatibility.");
+    Optional("--start-timeout", &o->start_timeout_s,
+             "Seconds chorusrun waits for the start (default: 30, or HOROVOD_START_TIMEOUT).");
+    app_.add_option("--network-interfaces", nics_,
+                    "Comma-separated network interfaces to use for communication.")
+        ->allow_extra_args(false);
+    app_.add_option("--network-interface", nic_,
+                    "A network interface to use for communication; may be repeated.")
+        ->allow_extra_args(false);
+    Optional("--output-filename", &o->output_filename,
+             "Directory for each rank's stdout/stderr (passed to mpirun's --output-filename).");
+    app_.add_flag("--verbose", o->verbose, "Print extra messages, including the mpirun command.");
+    Optional("--config-file", &o->config_file,
+             "YAML file of runtime parameters; flags given on the command line win over it.");
+
+    Optional("-p,--ssh-port", &o->ssh_port, "SSH port on all the hosts.");
+    Optional("-i,--ssh-identity-file", &o->ssh_identity_file,
+             "File on the driver from which the identity (private key) is read.");
+
+    Optional("--fusion-threshold-mb", &o->fusion_threshold_mb,
+             "Fusion buffer threshold in MB; 0 disables tensor fusion (default: 128).");
+    Optional("--cycle-time-ms", &o->cycle_time_ms,
+             "Cycle time in ms between tensor fusion cycles (default: 1).");
+    Optional("--cache-capacity", &o->cache_capacity,
+             "Maximum number of tensor names cached (default: 1024).");
+    BoolPair("--hierarchical-allreduce", "--no-hierarchical-allreduce",
+             &o->hierarchical_allreduce, "Perform hierarchical allreduce.");
+    BoolPair("--hierarchical-allgather", "--no-hierarchical-allgather",
+             &o->hierarchical_allgather, "Perform hierarchical allgather.");
+
+    BoolPair("--autotune", "--no-autotune", &o->autotune, "Autotune the parameters above.");
+    Optional("--autotune-log-file", &o->autotune_log_file, "Comma-separated log of trials.");
+    Optional("--autotune-warmup-samples", &o->autotune_warmup_samples,
+             "Samples discarded before autotuning (default: 3).");
+    Optional("--autotune-steps-per-sample", &o->autotune_steps_per_sample,
+             "Steps per autotune sample (default: 10).");
+    Optional("--autotune-bayes-opt-max-samples", &o->autotune_bayes_opt_max_samples,
+             "Maximum samples per Bayesian optimization (default: 20).");
+    Optional("--autotune-gaussian-process-noise", &o->autotune_gaussian_process_noise,
+             "Regularization value in [0, 1] (default: 0.8).");
+
+    Elastic("--min-np,--min-num-proc", "Minimum number of processes (elastic).");
+    Elastic("--max-np,--max-num-proc", "Maximum number of processes (elastic).");
+    Elastic("--slots-per-host,--slots", "Slots per host (elastic).");
+    Elastic("--elastic-timeout", "Elastic re-initialization timeout (elastic).");
+    Elastic("--reset-limit", "Maximum number of resets (elastic).");
+    Elastic("--host-discovery-script", "Host discovery script (elastic).");
+    elastic_.push_back(app_.add_option("--blacklist-cooldown-range", cooldown_,
+                                       "Seconds (min, max) a failing host stays blacklisted.")
+                           ->expected(2)
+                           ->allow_extra_args(false));
+
+    Optional("--timeline-filename", &o->timeline_filename, "JSON timeline file.");
+    BoolPair("--timeline-mark-cycles", "--no-timeline-mark-cycles", &o->timeline_mark_cycles,
+             "Mark cycles on the timeline.");
+
+    // --no-stall-check sets no_stall_check; --stall-check clears it.
+    BoolPair("--no-stall-check", "--stall-check", &o->no_stall_check, "Disable the stall check.");
+    Optional("--stall-check-warning-time-seconds", &o->stall_check_warning_time_seconds,
+             "Seconds until the stall warning is logged (default: 60).");
+    Optional("--stall-check-shutdown-time-seconds", &o->stall_check_shutdown_time_seconds,
+             "Seconds until a stall shuts the job down; 0 = never (default: 0).");
+
+    BoolPair("--mpi-threads-disable", "--no-mpi-threads-disable", &o->mpi_threads_disable,
+             "Disable MPI threading support.");
+    Optional("--mpi-args", &o->mpi_args, "Extra arguments for mpirun, e.g. --mpi-args=\"...\".");
+    app_.add_flag("--tcp", o->tcp, "Use only TCP for communication.");
+    Optional("--binding-args", &o->binding_args,
+             "Process binding arguments (default: -bind-to none -map-by slot).");
+    Optional("--num-nccl-streams", &o->num_nccl_streams, "Number of NCCL streams.");
+    Optional("--thread-affinity", &o->thread_affinity, "Background thread affinity.");
+    Optional("--gloo-timeout-seconds", &o->gloo_timeout_seconds, "Gloo timeout in seconds.");
+
+    Optional("--log-level", &o->log_level,
+             "TRACE, DEBUG, INFO, WARNING, ERROR or FATAL (default: WARNING).");
+    BoolPair("--log-with-timestamp", "--log-without-timestamp", &o->log_with_timestamp,
+             "Timestamp chorus's own log lines.");
+    app_.add_flag("--prefix-output-with-timestamp", o->prefix_output_with_timestamp,
+                  "Timestamp each line of output.");
+
+    CLI::Option* hosts = Optional("-H,--hosts", &o->hosts, "host:slots,... (default: localhost:np).");
+    CLI::Option* hostfile =
+        Optional("--hostfile", &o->hostfile, "File of 'host slots=N' lines.");
+    hosts->excludes(hostfile);
+
+    CLI::Option* gloo = app_.add_flag("--gloo", gloo_, "Run without MPI (not available yet).");
+    CLI::Option* mpi = app_.add_flag("--mpi", mpi_, "Run with the MPI controller (default).");
+    CLI::Option* jsrun = app_.add_flag("--jsrun", jsrun_, "Launch with jsrun (not supported).");
+    gloo->excludes(mpi)->excludes(jsrun);
+    mpi->excludes(jsrun);
+  }
+
+  CLI::App& app() { return app_; }
+
+  // The status of the parsed values: range checks and the unsupported modes.
+  absl::StatusOr<CommandLine::Action> Finish() {
+    for (auto& commit : commits_) commit();
+    if (version_) return CommandLine::Action::kVersion;
+    if (check_build_) return CommandLine::Action::kCheckBuild;
+    for (CLI::Option* opt : elastic_) {
+      if (opt->count() > 0) {
+        return absl::UnimplementedError(absl::StrCat(
+            "elastic training is not supported yet (", opt->get_name(),
+            " given); run a fixed-size job with -np N"));
+      }
+    }
+    if (gloo_) {
+      return absl::UnimplementedError(
+          "MPI-less mode (--gloo) is not available yet; run with --mpi (the default)");
+    }
+    if (jsrun_) return absl::UnimplementedError("--jsrun is not supported; run with --mpi");
+    for (const std::string& list : nics_) AddNics(list);
+    for (const std::string& nic : nic_) AddNics(nic);
+    return CommandLine::Action::kRun;
+  }
+
+  bool num_proc_given() const { return num_proc_->count() > 0; }
+
+ private:
+  template <typename T>
+  CLI::Option* Optional(const std::string& names, std::optional<T>* out, const std::string& help) {
+    auto value = std::make_shared<T>();
+    CLI::Option* opt = app_.add_option(names, *value, help)->allow_extra_args(false);
+    commits_.push_back([opt, value, out] {
+      if (opt->count() > 0) *out = *value;
+    });
+    return opt;
+  }
+
+  void BoolPair(const std::string& on, const std::string& off, std::optional<bool>* out,
+                const std::string& help) {
+    CLI::Option* yes = app_.add_flag(on, help);
+    CLI::Option* no = app_.add_flag(off, absl::StrCat("Undo ", on, "."));
+    yes->excludes(no);
+    commits_.push_back([yes, no, out] {
+      if (yes->count() > 0) *out = true;
+      if (no->count() > 0) *out = false;
+    });
+  }
+
+  void Elastic(const std::string& names, const std::string& help) {
+    elastic_.push_back(app_.add_option(names, help)->allow_extra_args(false));
+  }
+
+  void AddNics(const std::string& list) {
+    for (absl::string_view nic : absl::StrSplit(list, ',', absl::SkipWhitespace())) {
+      std::string name(absl::StripAsciiWhitespace(nic));
+      bool seen = false;
+      for (const std::string& n : o_->network_interfaces) seen = seen || n == name;
+      if (!seen) o_->network_interfaces.push_back(std::move(name));
+    }
+  }
+
+  LaunchOptions* o_;
+  CLI::App app_{"chorusrun: launches a chorus job (horovodrun-compatible)", "chorusrun"};
+  CLI::Option* num_proc_ = nullptr;
+  bool version_ = false;
+  bool check_build_ = false;
+  bool disable_cache_ = false;
+  bool gloo_ = false;
+  bool mpi_ = false;
+  bool jsrun_ = false;
+  std::vector<std::string> nics_;
+  std::vector<std::string> nic_;
+  std::vector<int> cooldown_;
+  std::vector<CLI::Option*> elastic_;
+  std::vector<std::function<void()>> commits_;
+};
+
+absl::Status CheckRange(bool ok, absl::string_view flag, absl::string_view value,
+                        absl::string_view accepted) {
+  if (ok) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(flag, "=", value, " is out of range: expected ", accepted));
+}
+
+template <typename T>
+absl::Status NonNegative(const std::optional<T>& v, absl::string_view flag) {
+  if (!v) return absl::OkStatus();
+  return CheckRange(*v >= 0, flag, absl::StrCat(*v), "a value >= 0");
+}
+
+absl::Status Validate(const LaunchOptions& o) {
+  constexpr int64_t kMaxFusionMb = INT64_MAX >> 20;
+  constexpr int kMaxCacheCapacity = 1 << 20;
+  if (absl::Status s = CheckRange(o.num_proc >= 1, "-np", absl::StrCat(o.num_proc), ">= 1");
+      !s.ok()) {
+    return s;
+  }
+  if (o.fusion_threshold_mb) {
+    if (absl::Status s = CheckRange(*o.fusion_threshold_mb >= 0 &&
+                                        *o.fusion_threshold_mb <= kMaxFusionMb,
+                                    "--fusion-threshold-mb", absl::StrCat(*o.fusion_threshold_mb),
+                                    absl::StrCat("[0, ", kMaxFusionMb, "]"));
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (o.cycle_time_ms) {
+    if (absl::Status s =
+            CheckRange(std::isfinite(*o.cycle_time_ms) && *o.cycle_time_ms > 0, "--cycle-time-ms",
+                       absl::StrCat(*o.cycle_time_ms), "a number of milliseconds > 0");
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (o.cache_capacity) {
+    if (absl::Status s =
+            CheckRange(*o.cache_capacity >= 0 && *o.cache_capacity <= kMaxCacheCapacity,
+                       "--cache-capacity", absl::StrCat(*o.cache_capacity),
+                       absl::StrCat("[0, ", kMaxCacheCapacity, "]"));
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (o.start_timeout_s) {
+    if (absl::Status s = CheckRange(*o.start_timeout_s >= 1, "--start-timeout",
+                                    absl::StrCat(*o.start_timeout_s), "seconds >= 1");
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (o.ssh_port) {
+    if (absl::Status s = CheckRange(*o.ssh_port >= 1 && *o.ssh_port <= 65535, "--ssh-port",
+                                    absl::StrCat(*o.ssh_port), "[1, 65535]");
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (o.autotune_gaussian_process_noise) {
+    const double v = *o.autotune_gaussian_process_noise;
+    if (absl::Status s = CheckRange(v >= 0 && v <= 1, "--autotune-gaussian-process-noise",
+                                    absl::StrCat(v), "[0, 1]");
+        !s.ok()) {
+      return s;
+    }
+  }
+  for (absl::Status s : {
+           NonNegative(o.autotune_warmup_samples, "--autotune-warmup-samples"),
+           NonNegative(o.autotune_steps_per_sample, "--autotune-steps-per-sample"),
+           NonNegative(o.autotune_bayes_opt_max_samples, "--autotune-bayes-opt-max-samples"),
+           NonNegative(o.stall_check_warning_time_seconds, "--stall-check-warning-time-seconds"),
+           NonNegative(o.stall_check_shutdown_time_seconds,
+                       "--stall-check-shutdown-time-seconds"),
+           NonNegative(o.num_nccl_streams, "--num-nccl-streams"),
+           NonNegative(o.thread_affinity, "--thread-affinity"),
+           NonNegative(o.gloo_timeout_seconds, "--gloo-timeout-seconds"),
+       }) {
+    if (!s.ok()) return s;
+  }
+  if (o.command.empty()) {
+    return absl::InvalidArgumentError(
+        "no command given; usage: chorusrun -np N [options] COMMAND [ARGS...]");
+  }
+  return absl::OkStatus();
+}
+
+// Lower-cases and checks --log-level against horovodrun's choices.
+absl::Status NormalizeLogLevel(std::optional<std::string>* level) {
+  if (!*level) return absl::OkStatus();
+  std::string lower = absl::AsciiStrToLower(**level);
+  for (const char* known : {"trace", "debug", "info", "warning", "error", "fatal"}) {
+    if (lower == known) {
+      *level = lower;
+      return absl::OkStatus();
+    }
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--log-level=", **level, " is not one of TRACE, DEBUG, INFO, WARNING, ERROR, FATAL"));
+}
+
+}  // namespace
+
+absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& args) {
+  CommandLine result;
+  Definitions defs(&result.options);
+  CLI::App& app = defs.app();
+
+  // Split chorusrun's flags from the command, joining "--flag value" into "--flag=value" so that
+  // values which look like flags (--mpi-args "-mca ...") reach CLI11 intact.
+  std::vector<std::string> own;
+  size_t i = 0;
+  while (i < args.size()) {
+    std::string token = args[i];
+    if (token == "--") {
+      ++i;
+      break;
+    }
+    if (token.size() < 2 || token[0] != '-') break;
+    const size_t eq = token.find('=');
+    std::string name = token.substr(0, eq);
+    if (auto it = SingleDashAliases().find(name); it != SingleDashAliases().end()) {
+      name = it->second;
+      token = eq == std::string::npos ? name : name + token.substr(eq);
+    }
+    const bool is_long = absl::StartsWith(name, "--");
+    const bool attached = eq != std::string::npos || (!is_long && token.size() > 2);
+    CLI::Option* opt = app.get_option_no_throw(is_long ? name : token.substr(0, 2));
+    if (opt == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unrecognized argument '", token, "' (see chorusrun --help)"));
+    }
+    ++i;
+    const int expected = attached ? 0 : opt->get_items_expected_max();
+    if (expected == 1 && i < args.size()) {
+      token = absl::StrCat(is_long ? name : token, is_long ? "=" : "", args[i]);
+      ++i;
+    } else {
+      own.push_back(token);
+      for (int k = 0; k < expected && i < args.size(); ++k) own.push_back(args[i++]);
+      continue;
+    }
+    own.push_back(token);
+  }
+  result.options.command.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+
+  std::vector<std::string> reversed(own.rbegin(), own.rend());
+  try {
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp&) {
+    result.action = CommandLine::Action::kHelp;
+    result.help_text = app.help();
+    return result;
+  } catch (const CLI::ParseError& e) {
+    std::string message = e.what();
+    absl::StrReplaceAll({{"\n", " "}}, &message);
+    return absl::InvalidArgumentError(message);
+  }
+
+  absl::StatusOr<CommandLine::Action> action = defs.Finish();
+  if (!action.ok()) return action.status();
+  result.action = *action;
+  if (result.action != CommandLine::Action::kRun) return result;
+  if (!defs.num_proc_given()) {
+    return absl::InvalidArgumentError("-np/--num-proc is required (see chorusrun --help)");
+  }
+  if (absl::Status s = NormalizeLogLevel(&result.options.log_level); !s.ok()) return s;
+  if (absl::Status s = Validate(result.options); !s.ok()) return s;
+  return result;
+}
+
+absl::StatusOr<std::vector<std::string>> ShellSplit(const std::string& text) {
+  std::vector<std::string> words;
+  std::string word;
+  bool in_word = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '\'') {
+      const size_t end = text.find('\'', i + 1);
+      if (end == std::string::npos) {
+        return absl::InvalidArgumentError(absl::StrCat("unterminated ' in '", text, "'"));
+      }
+      word.append(text, i + 1, end - i - 1);
+      in_word = true;
+      i = end;
+    } else if (c == '"') {
+      size_t j = i + 1;
+      for (; j < text.size() && text[j] != '"'; ++j) {
+        if (text[j] == '\\' && j + 1 < text.size() &&
+            (text[j + 1] == '"' || text[j + 1] == '\\' || text[j + 1] == '$' ||
+             text[j + 1] == '`')) {
+          ++j;
+        }
+        word.push_back(text[j]);
+      }
+      if (j >= text.size()) {
+        return absl::InvalidArgumentError(absl::StrCat("unterminated \" in '", text, "'"));
+      }
+      in_word = true;
+      i = j;
+    } else if (c == '\\' && i + 1 < text.size()) {
+      word.push_back(text[++i]);
+      in_word = true;
+    } else if (absl::ascii_isspace(static_cast<unsigned char>(c))) {
+      if (in_word) words.push_back(std::move(word));
+      word.clear();
+      in_word = false;
+    } else {
+      word.push_back(c);
+      in_word = true;
+    }
+  }
+  if (in_word) words.push_back(std::move(word));
+  return words;
+}
+
+}  // namespace chorus::launcher

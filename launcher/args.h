@@ -1,0 +1,40 @@
+// File: launcher/args.h
+//
+// chorusrun's command line: horovodrun's flags, names and defaults (horovod/runner/launch.py).
+// Everything up to the first word that is neither a flag nor a flag's value belongs to chorusrun;
+// that word and all after it are the worker command, verbatim ("--" also ends chorusrun's flags).
+// Horovod's single-dash long names (-np, -cb, -hostfile, -prefix-timestamp) are accepted.
+//
+// Flags chorus does not support yet (--gloo, --jsrun, the elastic ones) parse, and are then
+// rejected with an Unimplemented status saying so. Every other problem (unknown flag, missing or
+// malformed value, value out of range, no command) is InvalidArgument; its message is one line.
+//
+// Thread-safety: stateless.
+#ifndef CHORUS_LAUNCHER_ARGS_H_
+#define CHORUS_LAUNCHER_ARGS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "launcher/options.h"
+
+namespace chorus::launcher {
+
+struct CommandLine {
+  enum class Action { kRun, kHelp, kVersion, kCheckBuild };
+  Action action = Action::kRun;
+  LaunchOptions options;
+  std::string help_text;  // set for kHelp
+};
+
+// `args` excludes the program name.
+absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& args);
+
+// Splits `text` into words like a POSIX shell does (whitespace separates; single quotes, double
+// quotes and backslashes quote); InvalidArgument on an unterminated quote.
+absl::StatusOr<std::vector<std::string>> ShellSplit(const std::string& text);
+
+}  // namespace chorus::launcher
+
+#endif  // CHORUS_LAUNCHER_ARGS_H_

@@ -1,0 +1,98 @@
+#include "launcher/mpirun_command.h"
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "launcher/args.h"
+
+namespace chorus::launcher {
+
+Environment MpirunEnvironment(const Environment& launcher_env,
+                              const std::vector<std::pair<std::string, std::string>>& worker_vars,
+                              bool as_root) {
+  Environment env = launcher_env;
+  for (const auto& [name, value] : worker_vars) env[name] = value;
+  if (as_root) {
+    env["OMPI_ALLOW_RUN_AS_ROOT"] = "1";
+    env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1";
+  }
+  return env;
+}
+
+std::vector<std::string> ExportedNames(const Environment& env) {
+  std::vector<std::string> names;
+  for (const auto& [name, value] : env) {
+    if (absl::StartsWith(name, "CHORUS_") || absl::StartsWith(name, "HOROVOD_") ||
+        absl::StartsWith(name, "NCCL_") || name == "PATH" || name == "LD_LIBRARY_PATH" ||
+        name == "PYTHONPATH") {
+      names.push_back(name);
+    }
+  }
+  return names;  // std::map iterates in sorted order
+}
+
+absl::StatusOr<std::vector<std::string>> BuildMpirunArgv(const LaunchOptions& o,
+                                                         const MpirunJob& job) {
+  std::vector<std::string> argv = {job.mpirun};
+  if (job.as_root) argv.push_back("--allow-run-as-root");
+  argv.push_back("--tag-output");
+  argv.insert(argv.end(), {"-np", absl::StrCat(o.num_proc), "-H", FormatHosts(job.hosts)});
+  if (o.binding_args) {
+    absl::StatusOr<std::vector<std::string>> words = ShellSplit(*o.binding_args);
+    if (!words.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--binding-args: ", words.status().message()));
+    }
+    argv.insert(argv.end(), words->begin(), words->end());
+  } else {
+    argv.insert(argv.end(), {"-bind-to", "none", "-map-by", "slot"});
+  }
+  if (o.tcp) argv.insert(argv.end(), {"-mca", "pml", "ob1", "-mca", "btl", "^openib"});
+  std::vector<std::string> ssh;
+  if (o.ssh_port) ssh.push_back(absl::StrCat("-p ", *o.ssh_port));
+  if (o.ssh_identity_file) ssh.push_back(absl::StrCat("-i ", *o.ssh_identity_file));
+  if (!ssh.empty()) argv.insert(argv.end(), {"-mca", "plm_rsh_args", absl::StrJoin(ssh, " ")});
+  if (!o.network_interfaces.empty()) {
+    argv.insert(argv.end(),
+                {"-mca", "btl_tcp_if_include", absl::StrJoin(o.network_interfaces, ",")});
+  }
+  if (o.prefix_output_with_timestamp) argv.push_back("--timestamp-output");
+  if (o.output_filename) argv.insert(argv.end(), {"--output-filename", *o.output_filename});
+  for (const std::string& name : ExportedNames(job.environment)) {
+    argv.insert(argv.end(), {"-x", name});
+  }
+  if (o.mpi_args) {
+    absl::StatusOr<std::vector<std::string>> words = ShellSplit(*o.mpi_args);
+    if (!words.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--mpi-args: ", words.status().message()));
+    }
+    argv.insert(argv.end(), words->begin(), words->end());
+  }
+  argv.insert(argv.end(), o.command.begin(), o.command.end());
+  return argv;
+}
+
+std::string ShellJoin(const std::vector<std::string>& argv) {
+  return absl::StrJoin(argv, " ", [](std::string* out, const std::string& word) {
+    const bool plain = !word.empty() && std::all_of(word.begin(), word.end(), [](char c) {
+      return absl::ascii_isalnum(static_cast<unsigned char>(c)) ||
+             std::string_view("@%+=:,./-_^").find(c) != std::string_view::npos;
+    });
+    if (plain) {
+      out->append(word);
+      return;
+    }
+    out->push_back('\'');
+    for (char c : word) {
+      if (c == '\'') {
+        out->append("'\\''");
+      } else {
+        out->push_back(c);
+      }
+    }
+    out->push_back('\'');
+  });
+}
+
+}  // namespace chorus::launcher

@@ -1,0 +1,55 @@
+// File: launcher/mpirun_command.h
+//
+// The mpirun (Open MPI) command line of an MPI-mode chorusrun job, as horovodrun builds it
+// (horovod/runner/mpi_run.py), and the environment mpirun runs in. Pure functions.
+//
+//   mpirun [--allow-run-as-root] --tag-output -np N -H host:slots,... -bind-to none -map-by slot
+//          [-mca pml ob1 -mca btl ^openib  (--tcp)] [-mca plm_rsh_args "-p P -i FILE"]
+//          [-mca btl_tcp_if_include IFACES] [--timestamp-output] [--output-filename DIR]
+//          -x NAME... [--mpi-args words] COMMAND ARGS...
+//
+// Thread-safety: stateless.
+#ifndef CHORUS_LAUNCHER_MPIRUN_COMMAND_H_
+#define CHORUS_LAUNCHER_MPIRUN_COMMAND_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "launcher/hosts.h"
+#include "launcher/options.h"
+
+namespace chorus::launcher {
+
+using Environment = std::map<std::string, std::string>;
+
+struct MpirunJob {
+  std::string mpirun = "mpirun";  // the program; argv[0] of the result
+  bool as_root = false;           // adds --allow-run-as-root
+  std::vector<HostSlots> hosts;
+  // The environment mpirun runs in (MpirunEnvironment's result): the names exported with -x are
+  // taken from it.
+  Environment environment;
+};
+
+// The environment for mpirun: `launcher_env` plus `worker_vars` (which win), plus
+// OMPI_ALLOW_RUN_AS_ROOT=1 and OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 when `as_root`.
+Environment MpirunEnvironment(const Environment& launcher_env,
+                              const std::vector<std::pair<std::string, std::string>>& worker_vars,
+                              bool as_root);
+
+// The names of `env` that travel to every worker with -x, sorted: CHORUS_*, HOROVOD_*, NCCL_*,
+// and PATH, LD_LIBRARY_PATH, PYTHONPATH.
+std::vector<std::string> ExportedNames(const Environment& env);
+
+// mpirun's argv. InvalidArgument when --mpi-args or --binding-args do not split like shell words.
+absl::StatusOr<std::vector<std::string>> BuildMpirunArgv(const LaunchOptions& options,
+                                                         const MpirunJob& job);
+
+// `argv` as one line a POSIX shell would read back into the same words (for --verbose).
+std::string ShellJoin(const std::vector<std::string>& argv);
+
+}  // namespace chorus::launcher
+
+#endif  // CHORUS_LAUNCHER_MPIRUN_COMMAND_H_

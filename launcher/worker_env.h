@@ -1,0 +1,27 @@
+// File: launcher/worker_env.h
+//
+// The environment variables chorusrun sets for the workers from its flags: the CHORUS_* names the
+// runtime reads (runtime/config.h; e.g. --fusion-threshold-mb 64 -> CHORUS_FUSION_THRESHOLD=
+// 67108864 bytes) plus NCCL_IB_DISABLE (--tcp) and NCCL_SOCKET_IFNAME (--network-interfaces), as
+// horovodrun sets their HOROVOD_* counterparts. A flag not given sets nothing.
+//
+// Thread-safety: stateless.
+#ifndef CHORUS_LAUNCHER_WORKER_ENV_H_
+#define CHORUS_LAUNCHER_WORKER_ENV_H_
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "launcher/options.h"
+
+namespace chorus::launcher {
+
+using EnvVar = std::pair<std::string, std::string>;
+
+// In a fixed order (the order of LaunchOptions' fields).
+std::vector<EnvVar> WorkerEnvironment(const LaunchOptions& options);
+
+}  // namespace chorus::launcher
+
+#endif  // CHORUS_LAUNCHER_WORKER_ENV_H_
