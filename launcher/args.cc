@@ -171,7 +171,8 @@ class Definitions {
   void BoolPair(const std::string& on, const std::string& off, std::optional<bool>* out,
                 const std::string& help) {
     CLI::Option* yes = app_.add_flag(on, help);
-    CLI::Option* no = app_.add_flag(off, absl::StrCat("Undo ", on, "."));
+    const std::string undo = absl::StrCat("Undo ", on, ".");
+    CLI::Option* no = app_.add_flag(off, undo);
     yes->excludes(no);
     commits_.push_back([yes, no, out] {
       if (yes->count() > 0) *out = true;

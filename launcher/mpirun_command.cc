@@ -1,5 +1,8 @@
 #include "launcher/mpirun_command.h"
 
+#include <algorithm>
+#include <string_view>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"

@@ -63,12 +63,14 @@ void ForEachBit(const std::vector<uint64_t>& words, size_t base, int count, F f)
 }  // namespace
 
 BackgroundLoop::BackgroundLoop(Config config, std::unique_ptr<Controller> controller,
-                               SubmissionQueue* queue, ProcessSetRegistry* registry)
+                               SubmissionQueue* queue, ProcessSetRegistry* registry,
+                               HandleTable* handles)
     : config_(std::move(config)),
       controller_(std::move(controller)),
       topology_(controller_->topology()),
       queue_(queue),
-      registry_(registry) {}
+      registry_(registry),
+      handles_(handles) {}
 
 BackgroundLoop::~BackgroundLoop() {
   if (thread_.joinable()) thread_.join();
@@ -296,7 +298,11 @@ absl::Status BackgroundLoop::RunCycle(bool* stop) {
   all.insert(all.end(), negotiated.responses.begin(), negotiated.responses.end());
   std::vector<Response> plan = PlanFusion(std::move(all), shared_.fusion_threshold_bytes,
                                           [this](int32_t id) { return SetSize(id); });
-  for (const Response& response : plan) CHORUS_RETURN_IF_ERROR(ExecuteResponse(response));
+  for (const Response& response : plan) {
+    absl::Status status = ExecuteResponse(response);
+    FlushCompletions();
+    CHORUS_RETURN_IF_ERROR(status);
+  }
   UpdateCache(negotiated, locals);
 
   if ((global & kFlagShutdown) != 0) {
@@ -423,9 +429,23 @@ void BackgroundLoop::CompleteEntry(const std::string& name, OpResult result) {
   std::unique_ptr<TensorEntry> entry = std::move(it->second);
   pending_.erase(it);
   if (entry->cache_bit >= 0) by_bit_.erase(entry->cache_bit);
-  // Forget the name before the callback so that a waiter may reuse it at once.
-  queue_->Forget(name);
-  entry->complete(std::move(result));
+  completed_names_.push_back(name);
+  completed_.push_back(std::move(entry));
+  completed_results_.push_back(std::move(result));
+}
+
+void BackgroundLoop::FlushCompletions() {
+  if (completed_.empty()) return;
+  // Forget the names first so that a waiter may reuse them as soon as its handle is done.
+  queue_->Forget(completed_names_);
+  for (size_t i = 0; i < completed_.size(); ++i) {
+    if (completed_[i]->done) completed_[i]->done(completed_results_[i]);
+    completed_handles_.emplace_back(completed_[i]->handle, std::move(completed_results_[i]));
+  }
+  handles_->CompleteMany(&completed_handles_);
+  completed_.clear();
+  completed_results_.clear();
+  completed_names_.clear();
 }
 
 void BackgroundLoop::FailAllPending(const absl::Status& status) {
@@ -434,9 +454,11 @@ void BackgroundLoop::FailAllPending(const absl::Status& status) {
   for (const auto& [name, entry] : pending_) names.push_back(name);
   for (const std::string& name : names) CompleteEntry(name, StatusResult(status));
   for (std::unique_ptr<TensorEntry>& entry : queue_->DrainAll()) {
-    queue_->Forget(entry->request.name);
-    entry->complete(StatusResult(status));
+    completed_names_.push_back(entry->request.name);
+    completed_.push_back(std::move(entry));
+    completed_results_.push_back(StatusResult(status));
   }
+  FlushCompletions();
   unsent_.clear();
   by_bit_.clear();
 }

@@ -47,6 +47,7 @@
 #include "runtime/controller.h"
 #include "runtime/coordinator.h"
 #include "runtime/executor.h"
+#include "runtime/handle_table.h"
 #include "runtime/process_set_registry.h"
 #include "runtime/response_cache.h"
 #include "runtime/submission_queue.h"
@@ -55,9 +56,9 @@ namespace chorus::runtime {
 
 class BackgroundLoop {
  public:
-  // Borrows `queue` and `registry` (they outlive the loop).
+  // Borrows `queue`, `registry` and `handles` (they outlive the loop).
   BackgroundLoop(Config config, std::unique_ptr<Controller> controller, SubmissionQueue* queue,
-                 ProcessSetRegistry* registry);
+                 ProcessSetRegistry* registry, HandleTable* handles);
   // Joins the thread. REQUIRES: the queue was closed (the loop then stops).
   ~BackgroundLoop();
   BackgroundLoop(const BackgroundLoop&) = delete;
@@ -98,7 +99,10 @@ class BackgroundLoop {
   // Sends unsent_ to rank 0 and receives the cycle's response list.
   absl::Status Negotiate(ResponseList* out);
   absl::Status ExecuteResponse(const Response& response);
+  // Takes the entry out of pending_ and queues its completion for FlushCompletions.
   void CompleteEntry(const std::string& name, OpResult result);
+  // Runs the queued completions: forgets the names, runs callbacks, completes the handles.
+  void FlushCompletions();
   void FailAllPending(const absl::Status& status);
   // `locals[i]`: this rank's request for negotiated.responses[i], if it held the tensor.
   void UpdateCache(const ResponseList& negotiated,
@@ -111,6 +115,7 @@ class BackgroundLoop {
   Topology topology_;
   SubmissionQueue* queue_;
   ProcessSetRegistry* registry_;
+  HandleTable* handles_;
   std::thread thread_;
   std::promise<absl::Status> started_;  // set once by the thread after the handshake
 
@@ -126,6 +131,11 @@ class BackgroundLoop {
   absl::flat_hash_map<int32_t, TensorEntry*> by_bit_;  // pending entries waiting on the cache
   absl::Time last_stall_check_ = absl::InfinitePast();
   Counters counters_;
+  // Completions of the current response, flushed together (one lock per table, not per op).
+  std::vector<std::unique_ptr<TensorEntry>> completed_;
+  std::vector<OpResult> completed_results_;
+  std::vector<std::string> completed_names_;
+  std::vector<std::pair<Handle, OpResult>> completed_handles_;
 };
 
 }  // namespace chorus::runtime

@@ -28,6 +28,22 @@ void HandleTable::Complete(Handle handle, OpResult result) {
   if (it->second.waiters > 0) done_cv_.notify_all();
 }
 
+void HandleTable::CompleteMany(std::vector<std::pair<Handle, OpResult>>* done) {
+  bool wake = false;
+  {
+    MutexLock lock(&mu_);
+    for (auto& [handle, result] : *done) {
+      auto it = slots_.find(handle);
+      if (it == slots_.end()) continue;
+      it->second.result = std::move(result);
+      it->second.done = true;
+      wake |= it->second.waiters > 0;
+    }
+  }
+  done->clear();
+  if (wake) done_cv_.notify_all();
+}
+
 absl::Status HandleTable::NotFound(Handle handle) const {
   return absl::NotFoundError(absl::StrCat("unknown handle ", handle,
                                           " (never created, or already released)"));

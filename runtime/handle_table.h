@@ -10,6 +10,8 @@
 #include <condition_variable>
 #include <cstdint>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -27,6 +29,8 @@ class HandleTable {
   void Discard(Handle handle) ABSL_LOCKS_EXCLUDED(mu_);
   // Records the result and wakes waiters. REQUIRES: called once per handle.
   void Complete(Handle handle, OpResult result) ABSL_LOCKS_EXCLUDED(mu_);
+  // Complete() for many handles under one lock; empties *done.
+  void CompleteMany(std::vector<std::pair<Handle, OpResult>>* done) ABSL_LOCKS_EXCLUDED(mu_);
 
   // NotFound for an unknown (or released) handle.
   absl::StatusOr<bool> Poll(Handle handle) const ABSL_LOCKS_EXCLUDED(mu_);

@@ -63,8 +63,9 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(
     std::vector<std::vector<int32_t>> process_sets) {
   std::unique_ptr<Runtime> runtime(new Runtime(config));
   runtime->topology_ = controller->topology();
-  runtime->loop_ = std::make_unique<BackgroundLoop>(std::move(config), std::move(controller),
-                                                    &runtime->queue_, &runtime->registry_);
+  runtime->loop_ =
+      std::make_unique<BackgroundLoop>(std::move(config), std::move(controller), &runtime->queue_,
+                                       &runtime->registry_, &runtime->handles_);
   absl::Status started = runtime->loop_->Start(std::move(process_sets));
   if (!started.ok()) {
     runtime->queue_.Close(absl::StrCat("chorus failed to start: ", started.ToString()));
@@ -230,10 +231,8 @@ absl::StatusOr<Handle> Runtime::Enqueue(OpRequest request, DoneCallback done) {
   CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<TensorEntry> entry,
                           MakeEntry(std::move(request), "", 0));
   const Handle handle = handles_.Create();
-  entry->complete = [this, handle, done = std::move(done)](OpResult result) {
-    if (done) done(result);
-    handles_.Complete(handle, std::move(result));
-  };
+  entry->handle = handle;
+  entry->done = std::move(done);
   std::vector<std::unique_ptr<TensorEntry>> batch;
   batch.push_back(std::move(entry));
   absl::Status pushed = queue_.Push(std::move(batch));
@@ -271,9 +270,7 @@ absl::StatusOr<std::vector<Handle>> Runtime::EnqueueGroup(std::vector<OpRequest>
       return entry.status();
     }
     const Handle handle = handles_.Create();
-    (*entry)->complete = [this, handle](OpResult result) {
-      handles_.Complete(handle, std::move(result));
-    };
+    (*entry)->handle = handle;
     handles.push_back(handle);
     batch.push_back(*std::move(entry));
   }

@@ -60,9 +60,9 @@ void SubmissionQueue::WaitForQuiet(absl::Duration quiet, absl::Duration max_wait
   }
 }
 
-void SubmissionQueue::Forget(const std::string& name) {
+void SubmissionQueue::Forget(const std::vector<std::string>& names) {
   MutexLock lock(&mu_);
-  in_flight_.erase(name);
+  for (const std::string& name : names) in_flight_.erase(name);
 }
 
 void SubmissionQueue::Close(std::string why) {

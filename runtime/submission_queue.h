@@ -39,8 +39,8 @@ class SubmissionQueue {
   // after `max_wait`. Used to take a burst of submissions in one cycle.
   void WaitForQuiet(absl::Duration quiet, absl::Duration max_wait) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // The name is no longer in flight (its op completed).
-  void Forget(const std::string& name) ABSL_LOCKS_EXCLUDED(mu_);
+  // The names are no longer in flight (their ops completed).
+  void Forget(const std::vector<std::string>& names) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Refuses further pushes with FailedPrecondition(why) and wakes the waiter.
   void Close(std::string why) ABSL_LOCKS_EXCLUDED(mu_);

@@ -17,8 +17,10 @@ namespace chorus::runtime {
 struct TensorEntry {
   OpRequest op;     // what the caller asked for (borrowed tensor pointers)
   Request request;  // the negotiation request derived from `op`
-  // Called exactly once, on the background thread, with the op's result.
-  std::function<void(OpResult)> complete;
+  // Completed exactly once by the background thread: `done` (if set) runs with the result,
+  // then the handle becomes done.
+  Handle handle = 0;
+  DoneCallback done;
   absl::Time enqueued_at;
 
   // Background-loop bookkeeping.

@@ -1,0 +1,82 @@
+"""Helpers built on the collectives: parameter, optimizer-state and object broadcast."""
+
+import io
+import pickle
+
+import torch
+
+from chorus.process_sets import global_process_set
+from chorus.torch import mpi_ops
+
+
+def broadcast_parameters(params, root_rank, process_set=global_process_set):
+    """Overwrites, in place, every parameter with root_rank's value.
+
+    params: a state_dict / dict of name -> tensor, a list of (name, tensor) pairs (e.g.
+    model.named_parameters()), or a list of tensors.
+    """
+    if isinstance(params, dict):
+        params = sorted(params.items())
+    elif isinstance(params, list):
+        params = [p if isinstance(p, tuple) else (None, p) for p in params]
+    else:
+        try:
+            params = list(params)
+            params = [p if isinstance(p, tuple) else (None, p) for p in params]
+        except TypeError:
+            raise ValueError("invalid params of type: %s" % type(params))
+    handles = []
+    for name, p in params:
+        if isinstance(p, torch.nn.Parameter):
+            p = p.data
+        handles.append(mpi_ops.broadcast_async_(p, root_rank, name, process_set=process_set))
+    for h in handles:
+        mpi_ops.synchronize(h)
+
+
+def broadcast_optimizer_state(optimizer, root_rank, process_set=global_process_set):
+    """Makes every rank's optimizer state (state and param_groups) equal to root_rank's."""
+    state = broadcast_object(optimizer.state_dict(), root_rank,
+                             name="optimizer_state", process_set=process_set)
+    if process_set.rank() != root_rank:
+        optimizer.load_state_dict(state)
+
+
+def _to_bytes(obj):
+    buf = io.BytesIO()
+    torch.save(obj, buf, pickle_protocol=pickle.HIGHEST_PROTOCOL)
+    return torch.frombuffer(bytearray(buf.getvalue()), dtype=torch.uint8)
+
+
+def _from_bytes(t):
+    return torch.load(io.BytesIO(t.numpy().tobytes()))
+
+
+def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set):
+    """Returns root_rank's picklable `obj` on every rank of the process set."""
+    name = name or type(obj).__name__
+    if process_set.rank() == root_rank:
+        data = _to_bytes(obj)
+        sz = torch.tensor([data.numel()], dtype=torch.int64)
+    else:
+        data = None
+        sz = torch.zeros(1, dtype=torch.int64)
+    mpi_ops.broadcast_(sz, root_rank, name + ".sz", process_set=process_set)
+    if data is None:
+        data = torch.zeros(int(sz.item()), dtype=torch.uint8)
+    mpi_ops.broadcast_(data, root_rank, name + ".t", process_set=process_set)
+    return obj if process_set.rank() == root_rank else _from_bytes(data)
+
+
+def allgather_object(obj, name=None, process_set=global_process_set):
+    """Returns the list of every rank's picklable `obj`, in rank order."""
+    name = name or type(obj).__name__
+    data = _to_bytes(obj)
+    sizes = mpi_ops.allgather(torch.tensor([data.numel()], dtype=torch.int64),
+                              name=name + ".sz", process_set=process_set)
+    gathered = mpi_ops.allgather(data, name=name + ".t", process_set=process_set)
+    out, offset = [], 0
+    for n in sizes.tolist():
+        out.append(_from_bytes(gathered[offset:offset + n]))
+        offset += n
+    return out

@@ -1,0 +1,589 @@
+"""Collective ops on torch tensors, with the names, arguments and defaults of horovod.torch.
+
+Tensors cross to the runtime as (data_ptr, dtype, shape, device). Non-contiguous inputs are
+copied to contiguous ones first (in-place variants copy the result back on synchronize).
+Every tensor the runtime touches is kept alive by the handle table until synchronize.
+
+Errors: local argument errors raise ValueError at call time (ChorusValueError, also a
+HorovodInternalError, when the runtime rejects the arguments); failures of the collective
+itself (ranks disagree, shutdown, lost peer) raise HorovodInternalError at synchronize.
+"""
+
+import collections
+import threading
+import warnings
+
+import torch
+
+from chorus import _C
+from chorus import basics as _basics
+from chorus import handles as _handles
+from chorus.process_sets import global_process_set
+from chorus.torch.compression import Compression
+
+Average = _basics.Average
+Sum = _basics.Sum
+Adasum = _basics.Adasum
+Min = _basics.Min
+Max = _basics.Max
+Product = _basics.Product
+
+HorovodInternalError = _C.ChorusError
+
+
+class HostsUpdatedInterrupt(RuntimeError):
+    """Raised by elastic training when the set of hosts changed (not used yet)."""
+
+    def __init__(self, skip_sync=False):
+        super().__init__()
+        self.skip_sync = skip_sync
+
+
+# torch dtype -> chorus::DataType value (chorus/types.h).
+_DTYPES = {
+    torch.uint8: 0,
+    torch.int8: 1,
+    torch.int16: 2,
+    torch.int32: 3,
+    torch.int64: 4,
+    torch.float16: 5,
+    torch.bfloat16: 6,
+    torch.float32: 7,
+    torch.float64: 8,
+    torch.bool: 9,
+}
+
+_name_lock = threading.Lock()
+_noname_counters = collections.defaultdict(int)  # process set id -> next auto-name index
+
+
+def _op_name(kind, name, process_set):
+    """Horovod's op naming: '<kind>.<name>', or '<kind>.noname.<n>' when name is None.
+
+    n counts the unnamed ops of the process set, so the k-th unnamed op gets the same name on
+    every rank as long as every member submits its ops in the same order.
+    """
+    if name:
+        return "%s.%s" % (kind, name)
+    with _name_lock:
+        n = _noname_counters[process_set.process_set_id]
+        _noname_counters[process_set.process_set_id] = n + 1
+    return "%s.noname.%d" % (kind, n)
+
+
+def _set_id(process_set):
+    if process_set.process_set_id is None:
+        raise ValueError("%s is not registered; use add_process_set() first" % process_set)
+    return process_set.process_set_id
+
+
+def _dtype_code(tensor):
+    code = _DTYPES.get(tensor.dtype)
+    if code is None:
+        raise ValueError("Tensor type %s is not supported." % tensor.type())
+    return code
+
+
+def _device(tensor):
+    if tensor.device.type == "cpu":
+        return -1
+    if tensor.device.type == "cuda":
+        return tensor.device.index if tensor.device.index is not None else 0
+    raise ValueError("tensors on device %s are not supported" % tensor.device)
+
+
+def _spec(tensor):
+    """The TensorSpec of a contiguous tensor."""
+    return _C.TensorSpec(tensor.data_ptr(), _dtype_code(tensor), list(tensor.shape),
+                         _device(tensor))
+
+
+def _contiguous(tensor):
+    if not isinstance(tensor, torch.Tensor):
+        raise ValueError("expected a torch.Tensor, got %s" % type(tensor).__name__)
+    _dtype_code(tensor)
+    if tensor.is_sparse:
+        raise ValueError("sparse tensors are not supported")
+    return tensor if tensor.is_contiguous() else tensor.contiguous()
+
+
+def _new_op(op_type, name, process_set):
+    spec = _C.OpSpec()
+    spec.type = op_type
+    spec.name = name
+    spec.process_set_id = _set_id(process_set)
+    return spec
+
+
+def _output_tensor(result, dtype, device):
+    """A new tensor holding a copy of the runtime-allocated output of `result`."""
+    out = torch.empty(result.output_shape, dtype=dtype, device=device)
+    result.copy_output(out.data_ptr(), out.numel() * out.element_size())
+    return out
+
+
+def _writeback(target, work):
+    """Copies `work` into `target` unless they are the same tensor; returns target."""
+    if work is not target:
+        with torch.no_grad():
+            target.copy_(work)
+    return target
+
+
+def handle_average_backwards_compatibility(op, average):
+    if op is not None:
+        if average is not None:
+            raise ValueError("The op parameter supersedes average. Please provide only one of "
+                             "them.")
+        return op
+    if average is not None:
+        warnings.warn("Parameter `average` has been replaced with `op` and will be removed in "
+                      "v1.0", DeprecationWarning)
+        return Average if average else Sum
+    return Average
+
+
+# ---------------------------------------------------------------------------------------------
+# allreduce
+
+
+def _allreduce_spec(tensor, output, name, op, prescale_factor, postscale_factor, process_set):
+    """Builds the op for tensor -> output; returns (spec, work_in, work_out)."""
+    if op not in (Sum, Average, Min, Max, Product, Adasum):
+        raise ValueError("unknown reduction op %r" % (op,))
+    work_in = _contiguous(tensor)
+    spec = _new_op(_handles.ALLREDUCE, name, process_set)
+    spec.input = _spec(work_in)
+    spec.reduce_op = op
+    spec.prescale_factor = float(prescale_factor)
+    spec.postscale_factor = float(postscale_factor)
+    if output is None:
+        work_out = work_in  # in place
+    else:
+        work_out = output
+        spec.output = _spec(work_out)
+    return spec, work_in, work_out
+
+
+def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor, process_set,
+                     kind="allreduce"):
+    """output None: in place into `tensor`; else into the contiguous tensor `output`."""
+    full_name = _op_name(kind, name, process_set)
+    spec, work_in, work_out = _allreduce_spec(tensor, output, full_name, op, prescale_factor,
+                                              postscale_factor, process_set)
+    target = tensor if output is None else output
+
+    def finish(results):
+        return _writeback(target, work_out)
+
+    return _handles.submit([spec], (tensor, work_in, work_out, target), finish)
+
+
+def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+                    postscale_factor=1.0, process_set=global_process_set):
+    """Starts reducing `tensor` over the process set into a new tensor; returns a handle.
+
+    The input is not modified. synchronize(handle) returns the result.
+    """
+    op = handle_average_backwards_compatibility(op, average)
+    output = torch.empty(tensor.shape, dtype=tensor.dtype, device=tensor.device)
+    return _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor,
+                            process_set)
+
+
+class HorovodAllreduce(torch.autograd.Function):
+    """Differentiable allreduce: the gradient is the same allreduce of the output gradient."""
+
+    @staticmethod
+    def forward(ctx, tensor, average, name, op, prescale_factor, postscale_factor, process_set):
+        ctx.average = average
+        ctx.op = op
+        ctx.prescale_factor = prescale_factor
+        ctx.postscale_factor = postscale_factor
+        ctx.process_set = process_set
+        handle = allreduce_async(tensor, average, name, op, prescale_factor, postscale_factor,
+                                 process_set)
+        return synchronize(handle)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return (allreduce(grad_output, average=ctx.average, op=ctx.op,
+                          prescale_factor=ctx.prescale_factor,
+                          postscale_factor=ctx.postscale_factor, process_set=ctx.process_set),
+                None, None, None, None, None, None)
+
+
+def allreduce(tensor, average=None, name=None, compression=Compression.none, op=None,
+              prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set):
+    """Reduces `tensor` over the process set (default op Average); returns a new tensor."""
+    tensor_compressed, ctx = compression.compress(tensor)
+    summed = HorovodAllreduce.apply(tensor_compressed, average, name, op, prescale_factor,
+                                    postscale_factor, process_set)
+    return compression.decompress(summed, ctx)
+
+
+def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+                     postscale_factor=1.0, process_set=global_process_set):
+    """In-place allreduce_async: synchronize(handle) returns `tensor`, modified."""
+    op = handle_average_backwards_compatibility(op, average)
+    return _allreduce_async(tensor, None, name, op, prescale_factor, postscale_factor,
+                            process_set)
+
+
+def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+               postscale_factor=1.0, process_set=global_process_set):
+    """In-place allreduce; returns `tensor`, modified."""
+    handle = allreduce_async_(tensor, average, name, op, prescale_factor, postscale_factor,
+                              process_set)
+    return synchronize(handle)
+
+
+def _grouped_allreduce_async(tensors, outputs, name, op, prescale_factor, postscale_factor,
+                             process_set):
+    if not tensors:
+        raise ValueError("grouped_allreduce needs at least one tensor")
+    base = _op_name("grouped_allreduce", name, process_set)
+    specs, keep, works, targets = [], [], [], []
+    for i, t in enumerate(tensors):
+        out = None if outputs is None else outputs[i]
+        spec, work_in, work_out = _allreduce_spec(t, out, "%s_%d" % (base, i), op,
+                                                  prescale_factor, postscale_factor,
+                                                  process_set)
+        specs.append(spec)
+        keep.append((t, work_in, work_out))
+        works.append(work_out)
+        targets.append(t if out is None else out)
+
+    def finish(results):
+        return [_writeback(tg, w) for tg, w in zip(targets, works)]
+
+    return _handles.submit(specs, keep, finish, group=True)
+
+
+def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                            postscale_factor=1.0, process_set=global_process_set):
+    """Reduces a list of tensors as one unit; synchronize returns a list of new tensors."""
+    op = handle_average_backwards_compatibility(op, average)
+    outputs = [torch.empty(t.shape, dtype=t.dtype, device=t.device) for t in tensors]
+    return _grouped_allreduce_async(tensors, outputs, name, op, prescale_factor,
+                                    postscale_factor, process_set)
+
+
+class HorovodGroupedAllreduce(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, average, name, op, prescale_factor, postscale_factor, process_set,
+                *tensors):
+        ctx.average = average
+        ctx.op = op
+        ctx.prescale_factor = prescale_factor
+        ctx.postscale_factor = postscale_factor
+        ctx.process_set = process_set
+        handle = grouped_allreduce_async(list(tensors), average, name, op, prescale_factor,
+                                         postscale_factor, process_set)
+        return tuple(synchronize(handle))
+
+    @staticmethod
+    def backward(ctx, *grad_output):
+        grads = grouped_allreduce(list(grad_output), average=ctx.average, op=ctx.op,
+                                  prescale_factor=ctx.prescale_factor,
+                                  postscale_factor=ctx.postscale_factor,
+                                  process_set=ctx.process_set)
+        return (None, None, None, None, None, None, *grads)
+
+
+def grouped_allreduce(tensors, average=None, name=None, compression=Compression.none, op=None,
+                      prescale_factor=1.0, postscale_factor=1.0,
+                      process_set=global_process_set):
+    """Reduces a list of tensors as one unit; returns a list of new tensors."""
+    compressed = [compression.compress(t) for t in tensors]
+    reduced = HorovodGroupedAllreduce.apply(average, name, op, prescale_factor,
+                                            postscale_factor, process_set,
+                                            *[c[0] for c in compressed])
+    return [compression.decompress(t, c[1]) for t, c in zip(reduced, compressed)]
+
+
+def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                             postscale_factor=1.0, process_set=global_process_set):
+    """In-place grouped allreduce_async: synchronize returns `tensors`, modified."""
+    op = handle_average_backwards_compatibility(op, average)
+    return _grouped_allreduce_async(tensors, None, name, op, prescale_factor, postscale_factor,
+                                    process_set)
+
+
+def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                       postscale_factor=1.0, process_set=global_process_set):
+    handle = grouped_allreduce_async_(tensors, average, name, op, prescale_factor,
+                                      postscale_factor, process_set)
+    return synchronize(handle)
+
+
+# ---------------------------------------------------------------------------------------------
+# allgather
+
+
+def _allgather_specs(tensors, base, process_set, grouped):
+    specs, keep = [], []
+    for i, t in enumerate(tensors):
+        work = _contiguous(t)
+        spec = _new_op(_handles.ALLGATHER, "%s_%d" % (base, i) if grouped else base,
+                       process_set)
+        spec.input = _spec(work)
+        specs.append(spec)
+        keep.append((t, work))
+    return specs, keep
+
+
+def allgather_async(tensor, name=None, process_set=global_process_set):
+    """Starts concatenating `tensor` of every rank along dim 0; synchronize returns it."""
+    specs, keep = _allgather_specs([tensor], _op_name("allgather", name, process_set),
+                                   process_set, grouped=False)
+    dtype, device = tensor.dtype, tensor.device
+    return _handles.submit(specs, keep,
+                           lambda results: _output_tensor(results[0], dtype, device))
+
+
+class HorovodAllgather(torch.autograd.Function):
+    """Differentiable allgather: the gradient is this rank's rows of the summed gradient."""
+
+    @staticmethod
+    def forward(ctx, tensor, name, process_set):
+        ctx.dim = tensor.shape[0] if tensor.dim() > 0 else 1
+        ctx.process_set = process_set
+        handle = allgather_async(tensor, name, process_set)
+        return synchronize(handle)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        grad_reduced = allreduce(grad_output, op=Sum, process_set=ctx.process_set)
+        dim_t = torch.IntTensor([ctx.dim])
+        dim = allgather(dim_t, process_set=ctx.process_set).view(ctx.process_set.size())
+        r = ctx.process_set.rank()
+        offset = torch.sum(dim.narrow(0, 0, r)).item() if r != 0 else 0
+        return grad_reduced.narrow(0, offset, ctx.dim), None, None
+
+
+def allgather(tensor, name=None, process_set=global_process_set):
+    """Concatenates `tensor` of every rank along dim 0 (dim 0 may differ between ranks)."""
+    return HorovodAllgather.apply(tensor, name, process_set)
+
+
+def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
+    """Allgathers a list of tensors as one unit; synchronize returns a list."""
+    if not tensors:
+        raise ValueError("grouped_allgather needs at least one tensor")
+    specs, keep = _allgather_specs(tensors, _op_name("grouped_allgather", name, process_set),
+                                   process_set, grouped=True)
+    meta = [(t.dtype, t.device) for t in tensors]
+    return _handles.submit(
+        specs, keep,
+        lambda results: [_output_tensor(r, d, dev) for r, (d, dev) in zip(results, meta)],
+        group=True)
+
+
+def grouped_allgather(tensors, name=None, process_set=global_process_set):
+    return synchronize(grouped_allgather_async(tensors, name, process_set))
+
+
+# ---------------------------------------------------------------------------------------------
+# broadcast
+
+
+def _broadcast_async(tensor, target, root_rank, name, process_set):
+    """Broadcasts in place into `target` (a contiguous copy when needed) from `root_rank`."""
+    work = _contiguous(target)
+    spec = _new_op(_handles.BROADCAST, _op_name("broadcast", name, process_set), process_set)
+    spec.input = _spec(work)
+    spec.root_rank = int(root_rank)
+    return _handles.submit([spec], (tensor, target, work),
+                           lambda results: _writeback(target, work))
+
+
+def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
+    """Starts broadcasting root_rank's `tensor` into a new tensor; the input is unchanged."""
+    output = tensor.detach().clone(memory_format=torch.contiguous_format)
+    return _broadcast_async(tensor, output, root_rank, name, process_set)
+
+
+class HorovodBroadcast(torch.autograd.Function):
+    """Differentiable broadcast: the root gets the summed gradient, other ranks zeros."""
+
+    @staticmethod
+    def forward(ctx, tensor, root_rank, name, process_set):
+        ctx.root_rank = root_rank
+        ctx.process_set = process_set
+        handle = broadcast_async(tensor, root_rank, name, process_set)
+        return synchronize(handle)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        grad_reduced = allreduce(grad_output, op=Sum, process_set=ctx.process_set)
+        if ctx.process_set.rank() != ctx.root_rank:
+            grad_reduced *= 0
+        return grad_reduced, None, None, None
+
+
+def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
+    """Returns a new tensor holding root_rank's `tensor`."""
+    return HorovodBroadcast.apply(tensor, root_rank, name, process_set)
+
+
+def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
+    """In-place broadcast_async: synchronize returns `tensor`, overwritten off the root."""
+    return _broadcast_async(tensor, tensor, root_rank, name, process_set)
+
+
+def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
+    return synchronize(broadcast_async_(tensor, root_rank, name, process_set))
+
+
+# ---------------------------------------------------------------------------------------------
+# alltoall
+
+
+def _splits_list(splits):
+    if splits is None:
+        return []
+    if isinstance(splits, torch.Tensor):
+        if splits.dim() != 1:
+            raise ValueError("splits must be a 1-D tensor or a list of integers")
+        if splits.dtype.is_floating_point or splits.dtype == torch.bool:
+            raise ValueError("splits must hold integers, got %s" % splits.dtype)
+        return [int(s) for s in splits.tolist()]
+    out = [int(s) for s in splits]
+    if any(s < 0 for s in out):
+        raise ValueError("splits must not be negative: %s" % out)
+    return out
+
+
+def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
+    """Starts sending splits[i] rows of `tensor` to rank i (equal split when None).
+
+    synchronize returns (output, received_splits) with received_splits an int32 tensor.
+    """
+    work = _contiguous(tensor)
+    split_list = _splits_list(splits)
+    spec = _new_op(_handles.ALLTOALL, _op_name("alltoall", name, process_set), process_set)
+    spec.input = _spec(work)
+    spec.splits = split_list
+    dtype, device = tensor.dtype, tensor.device
+
+    def finish(results):
+        out = _output_tensor(results[0], dtype, device)
+        received = torch.tensor(results[0].received_splits, dtype=torch.int32)
+        return out, received
+
+    return _handles.submit([spec], (tensor, work, splits), finish)
+
+
+class HorovodAlltoall(torch.autograd.Function):
+    """Differentiable alltoall: the gradient goes back along the received splits."""
+
+    @staticmethod
+    def forward(ctx, tensor, splits, name, process_set):
+        handle = alltoall_async(tensor, splits, name, process_set)
+        output, received_splits = synchronize(handle)
+        ctx.process_set = process_set
+        ctx.recvsplits = received_splits
+        if splits is None:
+            return output
+        ctx.mark_non_differentiable(received_splits)
+        return output, received_splits
+
+    @staticmethod
+    def backward(ctx, grad_output, *dead_gradients):
+        grad, _ = alltoall(grad_output, splits=ctx.recvsplits, process_set=ctx.process_set)
+        return grad, None, None, None
+
+
+def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
+    """Scatters rows of `tensor` to every rank and gathers theirs.
+
+    Returns the output tensor, or (output, received_splits) when `splits` is given.
+    """
+    return HorovodAlltoall.apply(tensor, splits, name, process_set)
+
+
+# ---------------------------------------------------------------------------------------------
+# reducescatter
+
+
+def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set,
+                        prescale_factor=1.0, postscale_factor=1.0):
+    """Starts reducing `tensor` and scattering dim-0 slices; synchronize returns this rank's."""
+    if op not in (Sum, Average, Min, Max, Product, Adasum):
+        raise ValueError("unknown reduction op %r" % (op,))
+    work = _contiguous(tensor)
+    spec = _new_op(_handles.REDUCESCATTER, _op_name("reducescatter", name, process_set),
+                   process_set)
+    spec.input = _spec(work)
+    spec.reduce_op = op
+    spec.prescale_factor = float(prescale_factor)
+    spec.postscale_factor = float(postscale_factor)
+    dtype, device = tensor.dtype, tensor.device
+    return _handles.submit([spec], (tensor, work),
+                           lambda results: _output_tensor(results[0], dtype, device))
+
+
+class HorovodReducescatter(torch.autograd.Function):
+    """Differentiable reducescatter: the gradient is the allgather of the output gradient."""
+
+    @staticmethod
+    def forward(ctx, tensor, name, op, process_set, prescale_factor, postscale_factor):
+        ctx.op = op
+        ctx.process_set = process_set
+        ctx.scale = prescale_factor * postscale_factor
+        handle = reducescatter_async(tensor, name, op, process_set, prescale_factor,
+                                     postscale_factor)
+        return synchronize(handle)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        grad = allgather(grad_output, process_set=ctx.process_set)
+        if ctx.op == Average:
+            grad = grad / ctx.process_set.size()
+        if ctx.scale != 1.0:
+            grad = grad * ctx.scale
+        return grad, None, None, None, None, None
+
+
+def reducescatter(tensor, name=None, compression=Compression.none, op=Average,
+                  process_set=global_process_set, prescale_factor=1.0, postscale_factor=1.0):
+    """Reduces `tensor` over the process set and returns this rank's dim-0 slice."""
+    tensor_compressed, ctx = compression.compress(tensor)
+    out = HorovodReducescatter.apply(tensor_compressed, name, op, process_set, prescale_factor,
+                                     postscale_factor)
+    return compression.decompress(out, ctx)
+
+
+# ---------------------------------------------------------------------------------------------
+# barrier, join, poll, synchronize
+
+
+def barrier(process_set=global_process_set):
+    """Blocks until every rank of the process set has called barrier."""
+    spec = _new_op(_handles.BARRIER, "", process_set)
+    synchronize(_handles.submit([spec], None, lambda results: None))
+
+
+def join(device=-1):
+    """Signals that this rank has no more data; blocks until every rank has joined.
+
+    While joined, this rank contributes zeros to the other ranks' collectives. Returns the
+    rank that joined last.
+    """
+    spec = _new_op(_handles.JOIN, "", global_process_set)
+    return synchronize(_handles.submit([spec], None,
+                                       lambda results: results[0].last_joined_rank))
+
+
+def poll(handle):
+    """True when the op behind `handle` has completed (synchronize will not block)."""
+    return _handles.poll(handle)
+
+
+def synchronize(handle):
+    """Waits for the op (releasing the GIL) and returns its result.
+
+    Raises HorovodInternalError when the op failed.
+    """
+    return _handles.synchronize(handle)

@@ -1,0 +1,202 @@
+"""DistributedOptimizer: allreduces gradients as backward produces them (horovod.torch).
+
+A hook on each parameter's gradient accumulator submits an in-place allreduce_async_ of the
+gradient as soon as it is ready; step() (or synchronize()) waits for all of them and then
+runs the wrapped optimizer's update. Every rank must produce the same parameters' gradients
+(or none: missing ones are submitted as zeros at synchronize).
+"""
+
+import contextlib
+import warnings
+
+import torch
+
+from chorus.process_sets import global_process_set
+from chorus.torch import mpi_ops
+from chorus.torch.compression import Compression
+
+
+class _DistributedOptimizer(torch.optim.Optimizer):
+    def __init__(self, params, named_parameters, compression, backward_passes_per_step=1,
+                 op=mpi_ops.Average, gradient_predivide_factor=1.0, groups=None,
+                 sparse_as_dense=False, process_set=global_process_set):
+        super(self.__class__, self).__init__(params)
+        self._compression = compression
+
+        if named_parameters is not None:
+            named_parameters = list(named_parameters)
+        else:
+            named_parameters = [("allreduce.noname.%s" % i, v)
+                                for param_group in self.param_groups
+                                for i, v in enumerate(param_group["params"])]
+        if any(not isinstance(p, tuple) for p in named_parameters):
+            raise ValueError("named_parameters should be a sequence of tuples (name, "
+                             "parameter), usually produced by model.named_parameters().")
+        dups = _find_duplicates([k for k, _ in named_parameters])
+        if dups:
+            raise ValueError("Parameter names in named_parameters must be unique. Found "
+                             "duplicates: %s" % ", ".join(dups))
+        all_param_ids = {id(v) for param_group in self.param_groups
+                         for v in param_group["params"]}
+        named_param_ids = {id(v) for k, v in named_parameters}
+        unnamed_param_ids = all_param_ids - named_param_ids
+        if unnamed_param_ids:
+            raise ValueError("named_parameters was specified, but one or more model "
+                             "parameters were not named. Python object ids: %s"
+                             % ", ".join(str(i) for i in unnamed_param_ids))
+
+        self._parameter_names = {v: k for k, v in sorted(named_parameters)}
+        self.backward_passes_per_step = backward_passes_per_step
+        self._allreduce_delay = {v: self.backward_passes_per_step
+                                 for _, v in sorted(named_parameters)}
+        self.op = op
+        self.gradient_predivide_factor = gradient_predivide_factor
+        self.sparse_as_dense = sparse_as_dense
+        self.process_set = process_set
+        self._groups = groups  # accepted; gradients are reduced one tensor per op for now
+        self._handles = {}
+        self._grad_accs = []
+        self._requires_update = set()
+        self._synchronized = False
+        self._should_synchronize = True
+        if self.process_set.included():
+            self._register_hooks()
+
+    def set_backward_passes_per_step(self, passes):
+        self.backward_passes_per_step = passes
+        for p in self._allreduce_delay:
+            self._allreduce_delay[p] = self.backward_passes_per_step
+
+    def _register_hooks(self):
+        for param_group in self.param_groups:
+            for p in param_group["params"]:
+                if p.requires_grad:
+                    self._requires_update.add(p)
+                    p_tmp = p.expand_as(p)
+                    grad_acc = p_tmp.grad_fn.next_functions[0][0]
+                    grad_acc.register_hook(self._make_hook(p))
+                    self._grad_accs.append(grad_acc)
+
+    def _allreduce_grad_async(self, p):
+        if p.grad is None:
+            # Not computed here, but another rank may have: submit zeros.
+            p.grad = p.data.new(p.size()).zero_()
+        name = self._parameter_names.get(p)
+        tensor = p.grad
+        if tensor.is_sparse:
+            if not self.sparse_as_dense:
+                raise ValueError("sparse gradients are not supported; use "
+                                 "sparse_as_dense=True")
+            tensor = tensor.to_dense()
+            p.grad = tensor
+        tensor_compressed, ctx = self._compression.compress(tensor)
+        if self.op == mpi_ops.Average:
+            # Average = Sum / size; the runtime applies the 1/size on top of postscale.
+            prescale_factor = 1.0 / self.gradient_predivide_factor
+            postscale_factor = self.gradient_predivide_factor
+        else:
+            prescale_factor = 1.0
+            postscale_factor = 1.0
+        handle = mpi_ops.allreduce_async_(tensor_compressed, name=name, op=self.op,
+                                          prescale_factor=prescale_factor,
+                                          postscale_factor=postscale_factor,
+                                          process_set=self.process_set)
+        return handle, ctx
+
+    def _make_hook(self, p):
+        def hook(*ignore):
+            if p in self._handles and self._handles[p][0] is not None:
+                if self._allreduce_delay[p] <= 0:
+                    raise AssertionError(
+                        "Gradients were computed more than backward_passes_per_step times "
+                        "before call to step(). Increase backward_passes_per_step to "
+                        "accumulate gradients locally.")
+            assert not p.grad.requires_grad
+            assert self._allreduce_delay[p] > 0
+            handle, ctx = None, None
+            self._allreduce_delay[p] -= 1
+            if self._allreduce_delay[p] == 0:
+                handle, ctx = self._allreduce_grad_async(p)
+            self._handles[p] = (handle, ctx)
+        return hook
+
+    def synchronize(self):
+        """Waits for every gradient's allreduce and stores the results in p.grad."""
+        if not self.process_set.included():
+            self._synchronized = True
+            return
+        missing_p = self._requires_update - set(self._handles.keys())
+        # Sorted by name so that every rank submits the missing ones in the same order.
+        for p in sorted(missing_p, key=lambda q: self._parameter_names.get(q)):
+            self._handles[p] = self._allreduce_grad_async(p)
+        for p, (handle, ctx) in list(self._handles.items()):
+            if handle is None:
+                self._handles[p] = self._allreduce_grad_async(p)
+        for p, (handle, ctx) in self._handles.items():
+            output = mpi_ops.synchronize(handle)
+            self._allreduce_delay[p] = self.backward_passes_per_step
+            decompressed = self._compression.decompress(output, ctx)
+            if decompressed is not p.grad:
+                p.grad.set_(decompressed)
+        self._handles.clear()
+        self._synchronized = True
+
+    @contextlib.contextmanager
+    def skip_synchronize(self):
+        """Lets step() skip synchronize() after an explicit call to it."""
+        self._should_synchronize = False
+        try:
+            yield
+        finally:
+            self._should_synchronize = True
+
+    def step(self, closure=None):
+        if self._should_synchronize:
+            if self._synchronized:
+                warnings.warn("optimizer.step() called without a preceding "
+                              "optimizer.synchronize(); is optimizer.synchronize() called "
+                              "twice, or inside skip_synchronize()?")
+            self.synchronize()
+        self._synchronized = False
+        return super(self.__class__, self).step(closure)
+
+    def zero_grad(self, *args, **kwargs):
+        if self._handles:
+            raise AssertionError("optimizer.zero_grad() was called after loss.backward() but "
+                                 "before optimizer.step() or optimizer.synchronize(). This is "
+                                 "prohibited as it can cause a race condition.")
+        return super(self.__class__, self).zero_grad(*args, **kwargs)
+
+
+def _find_duplicates(names):
+    seen, dups = set(), set()
+    for n in names:
+        if n in seen:
+            dups.add(n)
+        seen.add(n)
+    return sorted(dups)
+
+
+def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
+                         backward_passes_per_step=1, op=mpi_ops.Average,
+                         gradient_predivide_factor=1.0, num_groups=0, groups=None,
+                         sparse_as_dense=False, process_set=global_process_set):
+    """Wraps `optimizer` so that step() applies gradients averaged (op) over the process set.
+
+    num_groups / groups are accepted for compatibility; each gradient is still reduced by
+    its own op (the runtime fuses them).
+    """
+    if gradient_predivide_factor != 1.0 and op != mpi_ops.Average:
+        raise ValueError("gradient_predivide_factor not supported with op != Average")
+    if op == mpi_ops.Adasum:
+        raise ValueError("op=Adasum is not supported by chorus yet")
+    if num_groups != 0 and groups is not None:
+        raise ValueError("num_groups and groups are mutually exclusive")
+    if groups is not None:
+        if not (isinstance(groups, list) or groups > 0):
+            raise ValueError("groups should be a non-negative integer or a list of lists of "
+                             "torch.Tensor")
+    cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
+               dict(_DistributedOptimizer.__dict__))
+    return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step,
+               op, gradient_predivide_factor, groups, sparse_as_dense, process_set)

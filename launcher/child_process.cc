@@ -1,0 +1,162 @@
+#include "launcher/child_process.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace chorus::launcher {
+namespace {
+
+volatile sig_atomic_t g_child_pid = 0;
+
+// Forwards a signal another process sent to chorusrun (kill, a job scheduler). A terminal's
+// Ctrl-C (si_code SI_KERNEL) already reached mpirun, which shares chorusrun's process group;
+// sending it again would make mpirun force-kill instead of shutting the job down cleanly.
+void ForwardSignal(int sig, siginfo_t* info, void*) {
+  if (g_child_pid > 0 && (info == nullptr || info->si_code != SI_KERNEL)) {
+    ::kill(g_child_pid, sig);
+  }
+}
+
+// Splits the bytes of one stream into lines.
+class LineBuffer {
+ public:
+  LineBuffer(Stream stream, const LineSink* sink) : stream_(stream), sink_(sink) {}
+
+  void Append(const char* data, size_t n) {
+    pending_.append(data, n);
+    size_t start = 0;
+    for (size_t nl = pending_.find('\n'); nl != std::string::npos;
+         nl = pending_.find('\n', start)) {
+      (*sink_)(stream_, absl::string_view(pending_).substr(start, nl - start));
+      start = nl + 1;
+    }
+    pending_.erase(0, start);
+  }
+
+  void Flush() {
+    if (!pending_.empty()) (*sink_)(stream_, pending_);
+    pending_.clear();
+  }
+
+ private:
+  Stream stream_;
+  const LineSink* sink_;
+  std::string pending_;
+};
+
+// Reads what is available on `fd` into `buffer`; false at EOF or on a read error.
+bool Drain(int fd, LineBuffer* buffer) {
+  char chunk[65536];
+  while (true) {
+    const ssize_t n = ::read(fd, chunk, sizeof(chunk));
+    if (n > 0) {
+      buffer->Append(chunk, static_cast<size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+    return false;
+  }
+}
+
+int ShellStatus(int wait_status) {
+  if (WIFEXITED(wait_status)) return WEXITSTATUS(wait_status);
+  if (WIFSIGNALED(wait_status)) return 128 + WTERMSIG(wait_status);
+  return 1;
+}
+
+}  // namespace
+
+absl::StatusOr<int> RunChild(const std::string& program, const std::vector<std::string>& argv,
+                             const Environment& env, const LineSink& on_line) {
+  std::vector<std::string> env_strings;
+  for (const auto& [name, value] : env) env_strings.push_back(absl::StrCat(name, "=", value));
+  std::vector<char*> c_argv, c_env;
+  for (const std::string& a : argv) c_argv.push_back(const_cast<char*>(a.c_str()));
+  c_argv.push_back(nullptr);
+  for (const std::string& e : env_strings) c_env.push_back(const_cast<char*>(e.c_str()));
+  c_env.push_back(nullptr);
+
+  int out_pipe[2], err_pipe[2];
+  if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0) {
+    return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
+  }
+
+  // Handlers go in before fork so a signal that arrives right after the child starts is not lost.
+  struct sigaction action = {};
+  action.sa_sigaction = ForwardSignal;
+  action.sa_flags = SA_SIGINFO;  // no SA_RESTART: poll() returns EINTR, and the loop goes on
+  sigemptyset(&action.sa_mask);
+  struct sigaction old_int, old_term;
+  ::sigaction(SIGINT, &action, &old_int);
+  ::sigaction(SIGTERM, &action, &old_term);
+
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
+  }
+  if (pid == 0) {
+    ::sigaction(SIGINT, &old_int, nullptr);
+    ::sigaction(SIGTERM, &old_term, nullptr);
+    ::dup2(out_pipe[1], STDOUT_FILENO);
+    ::dup2(err_pipe[1], STDERR_FILENO);
+    ::execve(program.c_str(), c_argv.data(), c_env.data());
+    const std::string message =
+        absl::StrCat("chorusrun: error: cannot run ", program, ": ", std::strerror(errno), "\n");
+    [[maybe_unused]] ssize_t ignored = ::write(STDERR_FILENO, message.data(), message.size());
+    ::_exit(127);
+  }
+  g_child_pid = pid;
+  ::close(out_pipe[1]);
+  ::close(err_pipe[1]);
+  ::fcntl(out_pipe[0], F_SETFL, O_NONBLOCK);
+  ::fcntl(err_pipe[0], F_SETFL, O_NONBLOCK);
+
+  LineBuffer out(Stream::kStdout, &on_line), err(Stream::kStderr, &on_line);
+  struct pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
+  LineBuffer* buffers[2] = {&out, &err};
+  bool open[2] = {true, true};
+  int wait_status = 0;
+  bool exited = false;
+  // Until the child has exited and both pipes are drained. Workers that outlive mpirun could keep
+  // a pipe open, so after the child exits only what is already buffered is read.
+  while (open[0] || open[1]) {
+    if (!exited) {
+      const pid_t done = ::waitpid(pid, &wait_status, WNOHANG);
+      exited = done == pid;
+    }
+    for (int k = 0; k < 2; ++k) fds[k].fd = open[k] ? (k == 0 ? out_pipe[0] : err_pipe[0]) : -1;
+    const int ready = ::poll(fds, 2, exited ? 0 : 100);
+    if (ready < 0 && errno != EINTR) break;
+    if (ready == 0 && exited) break;
+    for (int k = 0; k < 2; ++k) {
+      if (open[k] && (fds[k].revents & (POLLIN | POLLHUP | POLLERR))) {
+        open[k] = Drain(fds[k].fd, buffers[k]);
+      }
+    }
+  }
+  out.Flush();
+  err.Flush();
+  ::close(out_pipe[0]);
+  ::close(err_pipe[0]);
+  while (!exited) {
+    const pid_t done = ::waitpid(pid, &wait_status, 0);
+    if (done == pid) exited = true;
+    if (done < 0 && errno != EINTR) break;
+  }
+  g_child_pid = 0;
+  ::sigaction(SIGINT, &old_int, nullptr);
+  ::sigaction(SIGTERM, &old_term, nullptr);
+  return ShellStatus(wait_status);
+}
+
+}  // namespace chorus::launcher

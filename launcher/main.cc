@@ -1,0 +1,140 @@
+// chorusrun: launches a chorus job, horovodrun-compatible (MPI mode). See launcher/README.md.
+//
+// Exit status: 0 after --help/--version/--check-build; 2 for bad input, before anything starts;
+// otherwise mpirun's status (128 + N when it was killed by signal N).
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "launcher/args.h"
+#include "launcher/check_build.h"
+#include "launcher/child_process.h"
+#include "launcher/executable_search.h"
+#include "launcher/hosts.h"
+#include "launcher/mpirun_command.h"
+#include "launcher/mpirun_output.h"
+#include "launcher/worker_env.h"
+
+extern char** environ;
+
+namespace chorus::launcher {
+namespace {
+
+constexpr int kUsageError = 2;
+
+int Fail(const absl::Status& status) {
+  std::cerr << "chorusrun: error: " << status.message() << std::endl;
+  return kUsageError;
+}
+
+Environment ProcessEnvironment() {
+  Environment env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const std::string entry = *e;
+    const size_t eq = entry.find('=');
+    if (eq != std::string::npos) env.emplace(entry.substr(0, eq), entry.substr(eq + 1));
+  }
+  return env;
+}
+
+absl::StatusOr<std::vector<HostSlots>> ResolveHosts(const LaunchOptions& o) {
+  std::vector<HostSlots> hosts;
+  std::string source;
+  if (o.hosts) {
+    absl::StatusOr<std::vector<HostSlots>> parsed = ParseHosts(*o.hosts);
+    if (!parsed.ok()) return absl::InvalidArgumentError(absl::StrCat("-H: ", parsed.status().message()));
+    hosts = *std::move(parsed);
+    source = absl::StrCat("-H ", *o.hosts);
+  } else if (o.hostfile) {
+    absl::StatusOr<std::vector<HostSlots>> parsed = ReadHostfile(*o.hostfile);
+    if (!parsed.ok()) return parsed.status();
+    hosts = *std::move(parsed);
+    source = absl::StrCat("--hostfile ", *o.hostfile);
+  } else {
+    return std::vector<HostSlots>{{"localhost", o.num_proc}};
+  }
+  if (TotalSlots(hosts) < o.num_proc) {
+    return absl::InvalidArgumentError(absl::StrCat("-np ", o.num_proc, " is more than the ",
+                                                   TotalSlots(hosts), " slots of ", source));
+  }
+  return hosts;
+}
+
+int Main(const std::vector<std::string>& args) {
+  absl::StatusOr<CommandLine> cl = ParseCommandLine(args);
+  if (!cl.ok()) return Fail(cl.status());
+  const LaunchOptions& o = cl->options;
+  switch (cl->action) {
+    case CommandLine::Action::kHelp:
+      std::cout << cl->help_text;
+      return 0;
+    case CommandLine::Action::kVersion:
+      std::cout << CurrentBuild().version << std::endl;
+      return 0;
+    case CommandLine::Action::kCheckBuild:
+      std::cout << CheckBuildText(CurrentBuild(), o.verbose) << std::endl;
+      return 0;
+    case CommandLine::Action::kRun:
+      break;
+  }
+
+  absl::StatusOr<std::vector<HostSlots>> hosts = ResolveHosts(o);
+  if (!hosts.ok()) return Fail(hosts.status());
+
+  const Environment launcher_env = ProcessEnvironment();
+  const auto path_it = launcher_env.find("PATH");
+  const std::string path_var = path_it == launcher_env.end() ? "" : path_it->second;
+  if (absl::StatusOr<std::string> found = FindExecutable(o.command[0], path_var); !found.ok()) {
+    return Fail(found.status());
+  }
+  absl::StatusOr<std::string> mpirun = FindExecutable("mpirun", path_var);
+  if (!mpirun.ok()) {
+    return Fail(absl::NotFoundError(
+        absl::StrCat("mpirun not found in PATH; MPI mode needs Open MPI's mpirun (",
+                     mpirun.status().message(), ")")));
+  }
+
+  MpirunJob job;
+  job.mpirun = "mpirun";
+  job.as_root = ::geteuid() == 0;
+  job.hosts = *std::move(hosts);
+  job.environment = MpirunEnvironment(launcher_env, WorkerEnvironment(o), job.as_root);
+  absl::StatusOr<std::vector<std::string>> argv = BuildMpirunArgv(o, job);
+  if (!argv.ok()) return Fail(argv.status());
+  if (o.verbose) std::cout << ShellJoin(*argv) << std::endl;
+
+  FailureScanner scanner;
+  absl::StatusOr<int> status =
+      RunChild(*mpirun, *argv, job.environment, [&scanner](Stream stream, absl::string_view line) {
+        FILE* out = stream == Stream::kStdout ? stdout : stderr;
+        if (std::optional<std::string> tagged = RewriteRankTag(line)) {
+          std::fwrite(tagged->data(), 1, tagged->size(), out);
+        } else {
+          scanner.Feed(line);
+          std::fwrite(line.data(), 1, line.size(), out);
+        }
+        std::fputc('\n', out);
+        std::fflush(out);
+      });
+  if (!status.ok()) {
+    std::cerr << "chorusrun: error: " << status.status().message() << std::endl;
+    return 1;
+  }
+  if (*status != 0) {
+    std::cerr << "chorusrun: job failed (mpirun exit status " << *status
+              << "): " << scanner.Cause().value_or("mpirun reported no cause") << std::endl;
+  }
+  return *status;
+}
+
+}  // namespace
+}  // namespace chorus::launcher
+
+int main(int argc, char** argv) {
+  return chorus::launcher::Main(std::vector<std::string>(argv + 1, argv + argc));
+}

@@ -1,0 +1,94 @@
+#include "launcher/mpirun_output.h"
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+
+namespace chorus::launcher {
+namespace {
+
+// Consumes a run of decimal digits from the front of `text`.
+bool ConsumeDigits(absl::string_view* text, absl::string_view* digits) {
+  size_t n = 0;
+  while (n < text->size() && absl::ascii_isdigit(static_cast<unsigned char>((*text)[n]))) ++n;
+  if (n == 0) return false;
+  *digits = text->substr(0, n);
+  text->remove_prefix(n);
+  return true;
+}
+
+bool IsRule(absl::string_view line) {
+  return line.size() >= 10 && line.find_first_not_of('-') == absl::string_view::npos;
+}
+
+}  // namespace
+
+std::optional<std::string> RewriteRankTag(absl::string_view line) {
+  constexpr size_t kSearchWindow = 64;
+  for (size_t start = line.find('['); start != absl::string_view::npos && start < kSearchWindow;
+       start = line.find('[', start + 1)) {
+    absl::string_view rest = line.substr(start + 1);
+    absl::string_view job, rank;
+    if (!ConsumeDigits(&rest, &job) || !absl::ConsumePrefix(&rest, ",") ||
+        !ConsumeDigits(&rest, &rank) || !absl::ConsumePrefix(&rest, "]<")) {
+      continue;
+    }
+    for (absl::string_view stream : {"stdout>:", "stderr>:", "stddiag>:"}) {
+      if (absl::StartsWith(rest, stream)) {
+        return absl::StrCat(line.substr(0, start), "[", rank, "]<", rest);
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+void FailureScanner::Feed(absl::string_view line) {
+  absl::string_view text = absl::StripAsciiWhitespace(line);
+  if (IsRule(text)) {
+    if (box_ == Box::kNone) {
+      box_ = Box::kInFirst;
+    } else if (box_ == Box::kInFirst) {
+      box_ = Box::kDone;
+    }
+    return;
+  }
+  if (box_ == Box::kInFirst) {
+    if (text.empty()) {
+      if (!first_message_.empty()) box_ = Box::kDone;
+    } else {
+      first_message_.emplace_back(text);
+    }
+  }
+  if (absl::ConsumePrefix(&text, "Process name:")) {
+    // "[[22100,1],1]": the rank follows the last ','.
+    text = absl::StripAsciiWhitespace(text);
+    const size_t comma = text.rfind(',');
+    int rank = 0;
+    if (comma != absl::string_view::npos && absl::EndsWith(text, "]") &&
+        absl::SimpleAtoi(text.substr(comma + 1, text.size() - comma - 2), &rank)) {
+      process_rank_ = rank;
+    }
+  } else if (absl::ConsumePrefix(&text, "Exit code:")) {
+    exit_code_ = std::string(absl::StripAsciiWhitespace(text));
+  } else if (absl::StartsWith(text, "mpirun noticed that process rank")) {
+    // "mpirun noticed that process rank 1 with PID 0 on node vm exited on signal 9 (Killed)."
+    absl::string_view report = text;
+    absl::ConsumePrefix(&report, "mpirun noticed that process ");
+    absl::ConsumeSuffix(&report, ".");
+    if (!signal_report_) signal_report_ = std::string(report);
+  }
+}
+
+std::optional<std::string> FailureScanner::Cause() const {
+  if (process_rank_ && exit_code_) {
+    return absl::StrCat("rank ", *process_rank_, " exited with code ", *exit_code_);
+  }
+  if (signal_report_) return *signal_report_;
+  if (!first_message_.empty()) return absl::StrJoin(first_message_, " ");
+  return std::nullopt;
+}
+
+}  // namespace chorus::launcher

@@ -1,0 +1,45 @@
+// File: launcher/mpirun_output.h
+//
+// Reading what mpirun prints. mpirun's --tag-output prefixes each worker line with
+// "[jobid,rank]<stdout>:"; chorusrun prints it in horovodrun's form "[rank]<stdout>:" (the same
+// for <stderr> and <stddiag>; a --timestamp-output timestamp before the tag is kept). Lines
+// without a tag are mpirun's own; FailureScanner reads them to name what ended a failed job.
+//
+// Thread-safety: RewriteRankTag is stateless; FailureScanner is thread-compatible.
+#ifndef CHORUS_LAUNCHER_MPIRUN_OUTPUT_H_
+#define CHORUS_LAUNCHER_MPIRUN_OUTPUT_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+
+namespace chorus::launcher {
+
+// `line` with its first "[J,R]<stream>:" tag (within its first 64 characters) rewritten to
+// "[R]<stream>:"; nullopt when the line has no such tag.
+std::optional<std::string> RewriteRankTag(absl::string_view line);
+
+class FailureScanner {
+ public:
+  // Feeds one untagged line of mpirun's output (no trailing newline).
+  void Feed(absl::string_view line);
+
+  // One line naming what ended the job, e.g. "rank 1 exited with code 3" or "rank 1 on node vm
+  // exited on signal 9 (Killed)", else the first paragraph of mpirun's first message, else
+  // nullopt.
+  std::optional<std::string> Cause() const;
+
+ private:
+  std::optional<int> process_rank_;  // from "Process name: [[J,S],R]"
+  std::optional<std::string> exit_code_;
+  std::optional<std::string> signal_report_;
+  // mpirun's first boxed message: lines between "-----" rules up to the first blank line.
+  std::vector<std::string> first_message_;
+  enum class Box { kNone, kInFirst, kDone } box_ = Box::kNone;
+};
+
+}  // namespace chorus::launcher
+
+#endif  // CHORUS_LAUNCHER_MPIRUN_OUTPUT_H_

@@ -1,0 +1,306 @@
+"""Collectives on CPU tensors against values computed independently on every rank.
+
+Rank r's input is a deterministic function of r, so each rank rebuilds every rank's input
+locally and computes the expected result with plain torch.
+"""
+
+import pytest
+import torch
+
+import chorus.torch as hvd
+
+DTYPES = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
+          torch.bfloat16, torch.float32, torch.float64]
+FLOAT_DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
+
+
+def rank_input(r, shape, dtype):
+    """Small values (1..4) so that sums and products fit every dtype exactly."""
+    n = 1
+    for d in shape:
+        n *= d
+    vals = (torch.arange(n, dtype=torch.int64) * (r + 3) + r) % 4 + 1
+    return vals.reshape(shape).to(dtype)
+
+
+def all_inputs(shape, dtype):
+    return [rank_input(r, shape, dtype) for r in range(hvd.size())]
+
+
+def expected_reduce(inputs, op):
+    wide = torch.stack([t.double() for t in inputs])
+    if op == hvd.Sum:
+        return wide.sum(0)
+    if op == hvd.Average:
+        return wide.sum(0) * (1.0 / len(inputs))
+    if op == hvd.Min:
+        return wide.min(0).values
+    if op == hvd.Max:
+        return wide.max(0).values
+    if op == hvd.Product:
+        return wide.prod(0)
+    raise AssertionError(op)
+
+
+def check_close(actual, expected_double, dtype):
+    if dtype.is_floating_point:
+        tol = {torch.float16: 1e-2, torch.bfloat16: 5e-2}.get(dtype, 1e-6)
+        assert torch.allclose(actual.double(), expected_double, rtol=tol, atol=tol), (
+            actual, expected_double)
+    else:
+        assert torch.equal(actual.double(), expected_double.trunc()), (actual, expected_double)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("op", [hvd.Sum, hvd.Average, hvd.Min, hvd.Max, hvd.Product])
+def test_allreduce_ops(dtype, op):
+    shape = (3, 5)
+    inputs = all_inputs(shape, dtype)
+    mine = inputs[hvd.rank()].clone()
+    out = hvd.allreduce(mine, op=op, name="ar.%s.%s" % (dtype, op))
+    assert out.dtype == dtype and out.shape == shape
+    assert torch.equal(mine, inputs[hvd.rank()])  # input unchanged
+    check_close(out, expected_reduce(inputs, op), dtype)
+
+
+def test_allreduce_default_is_average():
+    inputs = all_inputs((4,), torch.float64)
+    out = hvd.allreduce(inputs[hvd.rank()])
+    assert torch.allclose(out, expected_reduce(inputs, hvd.Average))
+
+
+def test_allreduce_integer_average_truncates():
+    size = hvd.size()
+    t = torch.tensor([hvd.rank() + 1, 7 * (hvd.rank() + 1), -(hvd.rank() + 2)],
+                     dtype=torch.int32)
+    out = hvd.allreduce(t, op=hvd.Average, name="int_avg")
+    sums = [sum(r + 1 for r in range(size)), sum(7 * (r + 1) for r in range(size)),
+            -sum(r + 2 for r in range(size))]
+    assert out.tolist() == [int(s * (1.0 / size)) for s in sums]
+
+
+def test_allreduce_deprecated_average_argument():
+    inputs = all_inputs((6,), torch.float32)
+    with pytest.warns(DeprecationWarning):
+        summed = hvd.allreduce(inputs[hvd.rank()], average=False, name="dep_sum")
+    assert torch.allclose(summed.double(), expected_reduce(inputs, hvd.Sum))
+    with pytest.warns(DeprecationWarning):
+        avg = hvd.allreduce(inputs[hvd.rank()], average=True, name="dep_avg")
+    assert torch.allclose(avg.double(), expected_reduce(inputs, hvd.Average))
+    with pytest.raises(ValueError, match="supersedes"):
+        hvd.allreduce(inputs[hvd.rank()], average=True, op=hvd.Sum)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.float32, torch.float64])
+def test_allreduce_pre_postscale(dtype):
+    inputs = all_inputs((7,), dtype)
+    out = hvd.allreduce(inputs[hvd.rank()], op=hvd.Sum, prescale_factor=2.0,
+                        postscale_factor=3.0, name="scaled.%s" % dtype)
+    check_close(out, expected_reduce(inputs, hvd.Sum) * 6.0, dtype)
+    avg = hvd.allreduce(inputs[hvd.rank()], op=hvd.Average, postscale_factor=2.0,
+                        name="scaled_avg.%s" % dtype)
+    if dtype.is_floating_point:
+        check_close(avg, expected_reduce(inputs, hvd.Average) * 2.0, dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.float32])
+def test_allreduce_in_place(dtype):
+    inputs = all_inputs((2, 3), dtype)
+    t = inputs[hvd.rank()].clone()
+    out = hvd.allreduce_(t, op=hvd.Sum, name="inplace.%s" % dtype)
+    assert out is t
+    check_close(t, expected_reduce(inputs, hvd.Sum), dtype)
+
+
+def test_allreduce_non_contiguous():
+    inputs = [x.t() for x in all_inputs((3, 4), torch.float32)]
+    mine = inputs[hvd.rank()]
+    assert not mine.is_contiguous()
+    out = hvd.allreduce(mine, op=hvd.Sum, name="noncontig")
+    assert torch.allclose(out.double(), expected_reduce(inputs, hvd.Sum))
+    t = mine.clone().t().contiguous().t()  # non-contiguous copy
+    assert not t.is_contiguous()
+    res = hvd.allreduce_(t, op=hvd.Max, name="noncontig_inplace")
+    assert res is t
+    assert torch.allclose(t.double(), expected_reduce(inputs, hvd.Max))
+
+
+def test_allreduce_async_poll_synchronize():
+    inputs = all_inputs((1000,), torch.float32)
+    handles = [hvd.allreduce_async(inputs[hvd.rank()] * (i + 1), op=hvd.Sum,
+                                   name="async.%d" % i) for i in range(4)]
+    inplace = inputs[hvd.rank()].clone()
+    h2 = hvd.allreduce_async_(inplace, op=hvd.Sum, name="async_inplace")
+    for h in handles + [h2]:
+        assert hvd.poll(h) in (True, False)
+    results = [hvd.synchronize(h) for h in handles]
+    assert hvd.synchronize(h2) is inplace
+    exp = expected_reduce(inputs, hvd.Sum)
+    for i, r in enumerate(results):
+        assert torch.allclose(r.double(), exp * (i + 1))
+    assert torch.allclose(inplace.double(), exp)
+    # A completed and released handle reads as done.
+    assert hvd.poll(handles[0]) is True
+
+
+def test_allreduce_unnamed_ops_match_across_ranks():
+    inputs = all_inputs((5,), torch.float64)
+    outs = [hvd.allreduce(inputs[hvd.rank()] + i, op=hvd.Sum) for i in range(3)]
+    for i, o in enumerate(outs):
+        assert torch.allclose(o, expected_reduce(inputs, hvd.Sum) + i * hvd.size())
+
+
+def test_grouped_allreduce():
+    a = all_inputs((3,), torch.float32)
+    b = all_inputs((2, 2), torch.int32)
+    outs = hvd.grouped_allreduce([a[hvd.rank()], b[hvd.rank()]], op=hvd.Sum, name="grp")
+    assert torch.allclose(outs[0].double(), expected_reduce(a, hvd.Sum))
+    assert torch.equal(outs[1].double(), expected_reduce(b, hvd.Sum))
+    ta, tb = a[hvd.rank()].clone(), b[hvd.rank()].clone()
+    res = hvd.grouped_allreduce_([ta, tb], op=hvd.Max, name="grp_inplace")
+    assert res[0] is ta and res[1] is tb
+    assert torch.allclose(ta.double(), expected_reduce(a, hvd.Max))
+    assert torch.equal(tb.double(), expected_reduce(b, hvd.Max))
+    h = hvd.grouped_allreduce_async([a[hvd.rank()]], name="grp_async")
+    assert torch.allclose(hvd.synchronize(h)[0].double(), expected_reduce(a, hvd.Average))
+
+
+@pytest.mark.parametrize("dtype", DTYPES + [torch.bool])
+def test_allgather_variable_rows(dtype):
+    inputs = [rank_input(r, (r + 1, 3), dtype) for r in range(hvd.size())]
+    if dtype == torch.bool:
+        inputs = [x > 2 for x in inputs]
+    out = hvd.allgather(inputs[hvd.rank()], name="ag.%s" % dtype)
+    assert out.dtype == inputs[0].dtype
+    assert torch.equal(out, torch.cat(inputs, 0))
+
+
+def test_allgather_async_and_grouped():
+    inputs = [rank_input(r, (2, 2), torch.float32) for r in range(hvd.size())]
+    h = hvd.allgather_async(inputs[hvd.rank()], name="ag_async")
+    assert torch.equal(hvd.synchronize(h), torch.cat(inputs))
+    ints = [torch.full((r + 2,), r, dtype=torch.int64) for r in range(hvd.size())]
+    outs = hvd.grouped_allgather([inputs[hvd.rank()], ints[hvd.rank()]], name="ag_grp")
+    assert torch.equal(outs[0], torch.cat(inputs))
+    assert torch.equal(outs[1], torch.cat(ints))
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int64, torch.float16, torch.float32,
+                                   torch.bool])
+def test_broadcast_every_root(dtype):
+    for root in range(hvd.size()):
+        inputs = [rank_input(r, (4, 3), dtype) for r in range(hvd.size())]
+        if dtype == torch.bool:
+            inputs = [x > 2 for x in inputs]
+        mine = inputs[hvd.rank()].clone()
+        out = hvd.broadcast(mine, root, name="bc.%s.%d" % (dtype, root))
+        assert torch.equal(out, inputs[root])
+        assert torch.equal(mine, inputs[hvd.rank()])  # input unchanged
+        res = hvd.broadcast_(mine, root_rank=root, name="bc_.%s.%d" % (dtype, root))
+        assert res is mine
+        assert torch.equal(mine, inputs[root])
+
+
+def test_broadcast_async_in_place_non_contiguous():
+    inputs = [rank_input(r, (3, 5), torch.float64).t() for r in range(hvd.size())]
+    mine = inputs[hvd.rank()].clone().t().contiguous().t()
+    h = hvd.broadcast_async_(mine, 0, name="bc_async_nc")
+    assert hvd.synchronize(h) is mine
+    assert torch.equal(mine, inputs[0])
+    h = hvd.broadcast_async(inputs[hvd.rank()], 0, name="bc_async")
+    assert torch.equal(hvd.synchronize(h), inputs[0])
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.float32, torch.float64])
+def test_alltoall_equal_split(dtype):
+    size, rank = hvd.size(), hvd.rank()
+    # Rank r sends row block j (2 rows) to rank j, valued 100*r + j.
+    inputs = [torch.cat([torch.full((2, 3), 100 * r + j, dtype=dtype) for j in range(size)])
+              for r in range(size)]
+    out = hvd.alltoall(inputs[rank], name="a2a.%s" % dtype)
+    assert isinstance(out, torch.Tensor)
+    exp = torch.cat([torch.full((2, 3), 100 * r + rank, dtype=dtype) for r in range(size)])
+    assert torch.equal(out, exp)
+
+
+def test_alltoall_splits():
+    size, rank = hvd.size(), hvd.rank()
+    # Rank r sends (j + r) % 3 + 1 rows to rank j, valued 10*r + j.
+    def splits_of(r):
+        return [(j + r) % 3 + 1 for j in range(size)]
+    def input_of(r):
+        return torch.cat([torch.full((n, 2), 10.0 * r + j)
+                          for j, n in enumerate(splits_of(r))])
+    out, received = hvd.alltoall(input_of(rank), splits=splits_of(rank), name="a2av")
+    exp_splits = [splits_of(r)[rank] for r in range(size)]
+    assert received.dtype == torch.int32
+    assert received.tolist() == exp_splits
+    exp = torch.cat([torch.full((splits_of(r)[rank], 2), 10.0 * r + rank) for r in range(size)])
+    assert torch.equal(out, exp)
+    # splits as a tensor, async
+    h = hvd.alltoall_async(input_of(rank), splits=torch.tensor(splits_of(rank)),
+                           name="a2av_async")
+    out2, received2 = hvd.synchronize(h)
+    assert torch.equal(out2, exp) and received2.tolist() == exp_splits
+
+
+@pytest.mark.parametrize("op", [hvd.Sum, hvd.Average])
+@pytest.mark.parametrize("dtype", [torch.int64, torch.float32])
+def test_reducescatter(op, dtype):
+    size, rank = hvd.size(), hvd.rank()
+    inputs = all_inputs((2 * size, 3), dtype)
+    out = hvd.reducescatter(inputs[rank], op=op, name="rs.%s.%s" % (dtype, op))
+    full = expected_reduce(inputs, op)
+    check_close(out, full[2 * rank:2 * rank + 2], dtype)
+    h = hvd.reducescatter_async(inputs[rank], op=hvd.Sum, name="rs_async.%s.%s" % (dtype, op))
+    check_close(hvd.synchronize(h), expected_reduce(inputs, hvd.Sum)[2 * rank:2 * rank + 2],
+                dtype)
+
+
+def test_reducescatter_default_average():
+    size, rank = hvd.size(), hvd.rank()
+    inputs = all_inputs((size, 4), torch.float64)
+    out = hvd.reducescatter(inputs[rank])
+    assert torch.allclose(out, expected_reduce(inputs, hvd.Average)[rank:rank + 1])
+
+
+def test_barrier():
+    for _ in range(3):
+        hvd.barrier()
+
+
+def test_join_returns_same_rank_everywhere():
+    last = hvd.join()
+    assert 0 <= last < hvd.size()
+    everyone = hvd.allgather(torch.tensor([last]), name="join_check")
+    assert everyone.tolist() == [last] * hvd.size()
+
+
+def test_mismatched_shape_raises_on_every_rank():
+    t = torch.ones(hvd.rank() + 1)
+    with pytest.raises(hvd.HorovodInternalError, match="bad_shape_tensor"):
+        hvd.allreduce(t, name="bad_shape_tensor")
+    # The runtime keeps working afterwards.
+    out = hvd.allreduce(torch.ones(2), op=hvd.Sum, name="after_error")
+    assert out.tolist() == [float(hvd.size())] * 2
+
+
+def test_mismatched_dtype_raises_on_every_rank():
+    t = torch.ones(3, dtype=torch.float32 if hvd.rank() == 0 else torch.float64)
+    h = hvd.allreduce_async(t, name="bad_dtype_tensor")
+    with pytest.raises(hvd.HorovodInternalError, match="bad_dtype_tensor"):
+        hvd.synchronize(h)
+
+
+def test_unsupported_dtype_raises_valueerror():
+    with pytest.raises(ValueError, match="not supported"):
+        hvd.allreduce(torch.ones(2, dtype=torch.complex64))
+
+
+def test_bool_allreduce_rejected_locally():
+    with pytest.raises(ValueError):
+        hvd.allreduce(torch.ones(2, dtype=torch.bool), name="bool_ar")
+
+
+def test_synchronize_unknown_handle_returns_none():
+    assert hvd.synchronize(987654321) is None
