@@ -17,6 +17,8 @@ namespace {
 
 volatile sig_atomic_t g_child_pid = 0;
 
+constexpr int kDrainAfterExitMs = 500;
+
 // Forwards a signal another process sent to chorusrun (kill, a job scheduler). A terminal's
 // Ctrl-C (si_code SI_KERNEL) already reached mpirun, which shares chorusrun's process group;
 // sending it again would make mpirun force-kill instead of shutting the job down cleanly.
@@ -127,15 +129,16 @@ absl::StatusOr<int> RunChild(const std::string& program, const std::vector<std::
   bool open[2] = {true, true};
   int wait_status = 0;
   bool exited = false;
-  // Until the child has exited and both pipes are drained. Workers that outlive mpirun could keep
-  // a pipe open, so after the child exits only what is already buffered is read.
+  // Until both pipes reach EOF. Workers that outlive mpirun could keep a pipe open, so once the
+  // child has exited, a pipe that stays silent for kDrainAfterExitMs ends the loop; mpirun's
+  // last report may still be in flight from its I/O forwarding when waitpid returns.
   while (open[0] || open[1]) {
     if (!exited) {
       const pid_t done = ::waitpid(pid, &wait_status, WNOHANG);
       exited = done == pid;
     }
     for (int k = 0; k < 2; ++k) fds[k].fd = open[k] ? (k == 0 ? out_pipe[0] : err_pipe[0]) : -1;
-    const int ready = ::poll(fds, 2, exited ? 0 : 100);
+    const int ready = ::poll(fds, 2, exited ? kDrainAfterExitMs : 100);
     if (ready < 0 && errno != EINTR) break;
     if (ready == 0 && exited) break;
     for (int k = 0; k < 2; ++k) {
