@@ -44,9 +44,13 @@ class Definitions {
              "Seconds chorusrun waits for the start (default: 30, or HOROVOD_START_TIMEOUT).");
     app_.add_option("--network-interfaces", nics_,
                     "Comma-separated network interfaces to use for communication.")
+        ->expected(1)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
         ->allow_extra_args(false);
     app_.add_option("--network-interface", nic_,
                     "A network interface to use for communication; may be repeated.")
+        ->expected(1)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
         ->allow_extra_args(false);
     Optional("--output-filename", &o->output_filename,
              "Directory for each rank's stdout/stderr (passed to mpirun's --output-filename).");

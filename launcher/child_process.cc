@@ -17,6 +17,8 @@ namespace {
 
 volatile sig_atomic_t g_child_pid = 0;
 
+// Once the child has exited, a pipe that stays silent this long ends the wait for EOF (workers
+// that outlive mpirun could hold it open).
 constexpr int kDrainAfterExitMs = 500;
 
 // Forwards a signal another process sent to chorusrun (kill, a job scheduler). A terminal's
@@ -28,29 +30,28 @@ void ForwardSignal(int sig, siginfo_t* info, void*) {
   }
 }
 
-// Splits the bytes of one stream into lines.
+// Splits a byte stream into lines.
 class LineBuffer {
  public:
-  LineBuffer(Stream stream, const LineSink* sink) : stream_(stream), sink_(sink) {}
+  explicit LineBuffer(const LineSink* sink) : sink_(sink) {}
 
   void Append(const char* data, size_t n) {
     pending_.append(data, n);
     size_t start = 0;
     for (size_t nl = pending_.find('\n'); nl != std::string::npos;
          nl = pending_.find('\n', start)) {
-      (*sink_)(stream_, absl::string_view(pending_).substr(start, nl - start));
+      (*sink_)(absl::string_view(pending_).substr(start, nl - start));
       start = nl + 1;
     }
     pending_.erase(0, start);
   }
 
   void Flush() {
-    if (!pending_.empty()) (*sink_)(stream_, pending_);
+    if (!pending_.empty()) (*sink_)(pending_);
     pending_.clear();
   }
 
  private:
-  Stream stream_;
   const LineSink* sink_;
   std::string pending_;
 };
@@ -88,8 +89,8 @@ absl::StatusOr<int> RunChild(const std::string& program, const std::vector<std::
   for (const std::string& e : env_strings) c_env.push_back(const_cast<char*>(e.c_str()));
   c_env.push_back(nullptr);
 
-  int out_pipe[2], err_pipe[2];
-  if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0) {
+  int out_pipe[2];
+  if (::pipe2(out_pipe, O_CLOEXEC) != 0) {
     return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
   }
 
@@ -104,13 +105,18 @@ absl::StatusOr<int> RunChild(const std::string& program, const std::vector<std::
 
   const pid_t pid = ::fork();
   if (pid < 0) {
-    return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
+    const int error = errno;
+    ::sigaction(SIGINT, &old_int, nullptr);
+    ::sigaction(SIGTERM, &old_term, nullptr);
+    ::close(out_pipe[0]);
+    ::close(out_pipe[1]);
+    return absl::InternalError(absl::StrCat("fork: ", std::strerror(error)));
   }
   if (pid == 0) {
     ::sigaction(SIGINT, &old_int, nullptr);
     ::sigaction(SIGTERM, &old_term, nullptr);
     ::dup2(out_pipe[1], STDOUT_FILENO);
-    ::dup2(err_pipe[1], STDERR_FILENO);
+    ::dup2(out_pipe[1], STDERR_FILENO);
     ::execve(program.c_str(), c_argv.data(), c_env.data());
     const std::string message =
         absl::StrCat("chorusrun: error: cannot run ", program, ": ", std::strerror(errno), "\n");
@@ -119,38 +125,22 @@ absl::StatusOr<int> RunChild(const std::string& program, const std::vector<std::
   }
   g_child_pid = pid;
   ::close(out_pipe[1]);
-  ::close(err_pipe[1]);
   ::fcntl(out_pipe[0], F_SETFL, O_NONBLOCK);
-  ::fcntl(err_pipe[0], F_SETFL, O_NONBLOCK);
 
-  LineBuffer out(Stream::kStdout, &on_line), err(Stream::kStderr, &on_line);
-  struct pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
-  LineBuffer* buffers[2] = {&out, &err};
-  bool open[2] = {true, true};
+  LineBuffer lines(&on_line);
   int wait_status = 0;
   bool exited = false;
-  // Until both pipes reach EOF. Workers that outlive mpirun could keep a pipe open, so once the
-  // child has exited, a pipe that stays silent for kDrainAfterExitMs ends the loop; mpirun's
-  // last report may still be in flight from its I/O forwarding when waitpid returns.
-  while (open[0] || open[1]) {
-    if (!exited) {
-      const pid_t done = ::waitpid(pid, &wait_status, WNOHANG);
-      exited = done == pid;
-    }
-    for (int k = 0; k < 2; ++k) fds[k].fd = open[k] ? (k == 0 ? out_pipe[0] : err_pipe[0]) : -1;
-    const int ready = ::poll(fds, 2, exited ? kDrainAfterExitMs : 100);
+  bool open = true;
+  while (open) {
+    if (!exited) exited = ::waitpid(pid, &wait_status, WNOHANG) == pid;
+    struct pollfd fd = {out_pipe[0], POLLIN, 0};
+    const int ready = ::poll(&fd, 1, exited ? kDrainAfterExitMs : 100);
     if (ready < 0 && errno != EINTR) break;
     if (ready == 0 && exited) break;
-    for (int k = 0; k < 2; ++k) {
-      if (open[k] && (fds[k].revents & (POLLIN | POLLHUP | POLLERR))) {
-        open[k] = Drain(fds[k].fd, buffers[k]);
-      }
-    }
+    if (ready > 0 && (fd.revents & (POLLIN | POLLHUP | POLLERR))) open = Drain(out_pipe[0], &lines);
   }
-  out.Flush();
-  err.Flush();
+  lines.Flush();
   ::close(out_pipe[0]);
-  ::close(err_pipe[0]);
   while (!exited) {
     const pid_t done = ::waitpid(pid, &wait_status, 0);
     if (done == pid) exited = true;

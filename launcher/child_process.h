@@ -1,7 +1,7 @@
 // File: launcher/child_process.h
 //
-// Runs mpirun as a child of chorusrun: its stdout and stderr come back through pipes, line by
-// line, to `on_line`; SIGINT and SIGTERM sent to chorusrun are forwarded to it. Blocks until the
+// Runs mpirun as a child of chorusrun: its stdout and stderr come back through one pipe (see
+// launcher/mpirun_output.h for why one), line by line, to `on_line`; SIGINT and SIGTERM sent to chorusrun are forwarded to it. Blocks until the
 // child exits. One child at a time per process (the signal handlers are process-wide).
 //
 // Thread-safety: call from the main thread only.
@@ -18,10 +18,8 @@
 
 namespace chorus::launcher {
 
-enum class Stream { kStdout, kStderr };
-
 // Called with each complete line (without its newline), and with a last unterminated piece.
-using LineSink = std::function<void(Stream, absl::string_view)>;
+using LineSink = std::function<void(absl::string_view)>;
 
 // Runs `program` with `argv` (argv[0] included) in `env`. Returns the exit status as a shell
 // reports it: the exit code, or 128 + signal number when the child was killed by a signal.

@@ -110,14 +110,12 @@ int Main(const std::vector<std::string>& args) {
 
   FailureScanner scanner;
   absl::StatusOr<int> status =
-      RunChild(*mpirun, *argv, job.environment, [&scanner](Stream stream, absl::string_view line) {
-        FILE* out = stream == Stream::kStdout ? stdout : stderr;
-        if (std::optional<std::string> tagged = RewriteRankTag(line)) {
-          std::fwrite(tagged->data(), 1, tagged->size(), out);
-        } else {
-          scanner.Feed(line);
-          std::fwrite(line.data(), 1, line.size(), out);
-        }
+      RunChild(*mpirun, *argv, job.environment, [&scanner](absl::string_view line) {
+        std::optional<TaggedLine> tagged = RewriteRankTag(line);
+        if (!tagged) scanner.Feed(line);
+        FILE* out = tagged && tagged->is_stdout ? stdout : stderr;
+        const absl::string_view text = tagged ? absl::string_view(tagged->text) : line;
+        std::fwrite(text.data(), 1, text.size(), out);
         std::fputc('\n', out);
         std::fflush(out);
       });

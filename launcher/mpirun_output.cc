@@ -26,7 +26,7 @@ bool IsRule(absl::string_view line) {
 
 }  // namespace
 
-std::optional<std::string> RewriteRankTag(absl::string_view line) {
+std::optional<TaggedLine> RewriteRankTag(absl::string_view line) {
   constexpr size_t kSearchWindow = 64;
   for (size_t start = line.find('['); start != absl::string_view::npos && start < kSearchWindow;
        start = line.find('[', start + 1)) {
@@ -38,7 +38,11 @@ std::optional<std::string> RewriteRankTag(absl::string_view line) {
     }
     for (absl::string_view stream : {"stdout>:", "stderr>:", "stddiag>:"}) {
       if (absl::StartsWith(rest, stream)) {
-        return absl::StrCat(line.substr(0, start), "[", rank, "]<", rest);
+        TaggedLine tagged;
+        tagged.text = absl::StrCat(line.substr(0, start), "[", rank, "]<", rest);
+        tagged.is_stdout = stream == absl::string_view("stdout>:");
+        if (!absl::SimpleAtoi(rank, &tagged.rank)) return std::nullopt;
+        return tagged;
       }
     }
   }
@@ -51,13 +55,19 @@ void FailureScanner::Feed(absl::string_view line) {
     if (box_ == Box::kNone) {
       box_ = Box::kInFirst;
     } else if (box_ == Box::kInFirst) {
-      box_ = Box::kDone;
+      // "Primary job terminated normally, but 1 process returned a non-zero exit code" only
+      // announces the report that follows it.
+      const bool preamble = !first_message_.empty() && absl::StartsWith(first_message_[0], "Primary job");
+      box_ = preamble ? Box::kNone : Box::kDone;
+      if (preamble) first_message_.clear();
     }
     return;
   }
   if (box_ == Box::kInFirst) {
     if (text.empty()) {
-      if (!first_message_.empty()) box_ = Box::kDone;
+      if (!first_message_.empty() && !absl::StartsWith(first_message_[0], "Primary job")) {
+        box_ = Box::kDone;
+      }
     } else {
       first_message_.emplace_back(text);
     }

@@ -5,6 +5,10 @@
 // for <stderr> and <stddiag>; a --timestamp-output timestamp before the tag is kept). Lines
 // without a tag are mpirun's own; FailureScanner reads them to name what ended a failed job.
 //
+// mpirun's stdout and stderr are read through one pipe (with two pipes Open MPI 4.1 drops its
+// "mpirun noticed that process rank R ... exited on signal" report); the tag tells the streams
+// apart, and mpirun's own untagged lines go to stderr.
+//
 // Thread-safety: RewriteRankTag is stateless; FailureScanner is thread-compatible.
 #ifndef CHORUS_LAUNCHER_MPIRUN_OUTPUT_H_
 #define CHORUS_LAUNCHER_MPIRUN_OUTPUT_H_
@@ -17,9 +21,15 @@
 
 namespace chorus::launcher {
 
+struct TaggedLine {
+  std::string text;  // the line with its tag in horovodrun's form
+  int rank = 0;
+  bool is_stdout = false;  // <stdout>; <stderr> and <stddiag> belong on stderr
+};
+
 // `line` with its first "[J,R]<stream>:" tag (within its first 64 characters) rewritten to
 // "[R]<stream>:"; nullopt when the line has no such tag.
-std::optional<std::string> RewriteRankTag(absl::string_view line);
+std::optional<TaggedLine> RewriteRankTag(absl::string_view line);
 
 class FailureScanner {
  public:
@@ -35,7 +45,8 @@ class FailureScanner {
   std::optional<int> process_rank_;  // from "Process name: [[J,S],R]"
   std::optional<std::string> exit_code_;
   std::optional<std::string> signal_report_;
-  // mpirun's first boxed message: lines between "-----" rules up to the first blank line.
+  // mpirun's first boxed message (other than "Primary job terminated normally..."): its lines
+  // between "-----" rules up to the first blank line.
   std::vector<std::string> first_message_;
   enum class Box { kNone, kInFirst, kDone } box_ = Box::kNone;
 };

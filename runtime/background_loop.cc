@@ -25,19 +25,6 @@ constexpr uint64_t kFlagShutdown = 2;     // this rank is shutting down
 constexpr uint64_t kFlagBusy = 4;         // this rank has ops pending
 constexpr uint64_t kFlagStallRound = 8;   // rank 0 wants a round to time out stalled ops
 
-bool IsCacheable(OpType type) {
-  switch (type) {
-    case OpType::kAllreduce:
-    case OpType::kAllgather:
-    case OpType::kBroadcast:
-    case OpType::kAlltoall:
-    case OpType::kReducescatter:
-      return true;
-    default:
-      return false;
-  }
-}
-
 // A burst of submissions is over when nothing new arrived for this long.
 constexpr absl::Duration kBurstQuiet = absl::Microseconds(50);
 
@@ -186,7 +173,7 @@ void BackgroundLoop::TakeNewEntries(std::vector<int32_t>* invalid_bits) {
     TensorEntry* entry = owned.get();
     pending_[entry->request.name] = std::move(owned);
     if (cache_->capacity() > 0 && entry->request.group_key.empty() && joined_ranks_.empty() &&
-        IsCacheable(entry->request.type)) {
+        IsDataOp(entry->request.type)) {
       ResponseCache::Lookup lookup = cache_->Find(entry->request);
       if (lookup.state == ResponseCache::State::kHit) {
         entry->cache_bit = lookup.bit;
@@ -468,7 +455,7 @@ void BackgroundLoop::UpdateCache(const ResponseList& negotiated,
   if (cache_->capacity() == 0 || !negotiated.joined_ranks.empty()) return;
   for (size_t i = 0; i < negotiated.responses.size(); ++i) {
     const Response& r = negotiated.responses[i];
-    if (r.is_error() || !IsCacheable(r.type) || !r.group_key.empty() || r.names.size() != 1) {
+    if (r.is_error() || !IsDataOp(r.type) || !r.group_key.empty() || r.names.size() != 1) {
       continue;
     }
     const Request* local = locals[i].has_value() ? &*locals[i] : nullptr;

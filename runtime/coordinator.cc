@@ -60,11 +60,6 @@ std::string Prefix(OpType type, absl::string_view name) {
   return absl::StrCat(OpTypeName(type), " of tensor '", name, "': ");
 }
 
-bool IsDataOp(OpType type) {
-  return type == OpType::kAllreduce || type == OpType::kAllgather || type == OpType::kBroadcast ||
-         type == OpType::kAlltoall || type == OpType::kReducescatter;
-}
-
 bool IsGlobalOp(OpType type) {
   return type == OpType::kAddProcessSet || type == OpType::kRemoveProcessSet;
 }

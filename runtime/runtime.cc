@@ -11,19 +11,6 @@
 namespace chorus::runtime {
 namespace {
 
-bool IsDataOp(OpType type) {
-  switch (type) {
-    case OpType::kAllreduce:
-    case OpType::kAllgather:
-    case OpType::kBroadcast:
-    case OpType::kAlltoall:
-    case OpType::kReducescatter:
-      return true;
-    default:
-      return false;
-  }
-}
-
 bool IsValidOpType(OpType type) {
   const int32_t v = static_cast<int32_t>(type);
   return v >= 0 && v <= static_cast<int32_t>(OpType::kRemoveProcessSet);

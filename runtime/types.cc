@@ -133,4 +133,9 @@ std::string ShapeToString(const std::vector<int64_t>& shape) {
   return out;
 }
 
+bool IsDataOp(OpType type) {
+  return type == OpType::kAllreduce || type == OpType::kAllgather || type == OpType::kBroadcast ||
+         type == OpType::kAlltoall || type == OpType::kReducescatter;
+}
+
 }  // namespace chorus

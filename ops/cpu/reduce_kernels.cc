@@ -5,9 +5,6 @@
 // here is written as fixed-size blocks over __restrict pointers (the block loop vectorises
 // completely) plus a scalar tail. Because of __restrict, dst == src is routed to a separate
 // plain loop; partially overlapping buffers are not supported.
-//
-// This file deliberately does not call DataTypeSize() & co. (runtime/types.cc): chorus_ops is
-// linked below chorus_core and must not depend on it.
 #include "ops/cpu/reduce_kernels.h"
 
 #include <cmath>
@@ -250,26 +247,6 @@ void Scale(void* dst, const void* src, int64_t count, DataType dtype, double fac
   }
 }
 
-size_t ElementSize(DataType dtype) {
-  switch (dtype) {
-    case DataType::kUint8:
-    case DataType::kInt8:
-    case DataType::kBool:
-      return 1;
-    case DataType::kInt16:
-    case DataType::kFloat16:
-    case DataType::kBfloat16:
-      return 2;
-    case DataType::kInt32:
-    case DataType::kFloat32:
-      return 4;
-    case DataType::kInt64:
-    case DataType::kFloat64:
-      return 8;
-  }
-  return 0;
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -370,7 +347,7 @@ void ScaleInPlace(void* buf, int64_t count, DataType dtype, double factor) {
 void ScaleCopy(void* dst, const void* src, int64_t count, DataType dtype, double factor) {
   if (count <= 0) return;
   if (factor == 1.0) {
-    if (dst != src) std::memcpy(dst, src, static_cast<size_t>(count) * ElementSize(dtype));
+    if (dst != src) std::memcpy(dst, src, static_cast<size_t>(count) * DataTypeSize(dtype));
     return;
   }
   Scale(dst, src, count, dtype, factor);

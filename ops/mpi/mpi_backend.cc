@@ -22,31 +22,12 @@ namespace {
 
 constexpr int64_t kMaxMpiCount = INT_MAX;
 
-// Local copy of DataTypeSize: chorus_ops must not depend on runtime/types.cc.
-int64_t ElementBytes(DataType dtype) {
-  switch (dtype) {
-    case DataType::kUint8:
-    case DataType::kInt8:
-    case DataType::kBool:
-      return 1;
-    case DataType::kInt16:
-    case DataType::kFloat16:
-    case DataType::kBfloat16:
-      return 2;
-    case DataType::kInt32:
-    case DataType::kFloat32:
-      return 4;
-    case DataType::kInt64:
-    case DataType::kFloat64:
-      return 8;
-  }
-  return 0;
-}
+int64_t ElementBytes64(DataType dtype) { return static_cast<int64_t>(DataTypeSize(dtype)); }
 
 // Validates a reduction's arguments and resolves its MPI datatype and op.
 absl::Status ResolveReduction(const char* what, DataType dtype, ReduceOp op,
                               MPI_Datatype* mpi_dtype, MPI_Op* mpi_op) {
-  if (ElementBytes(dtype) == 0) {
+  if (ElementBytes64(dtype) == 0) {
     return absl::InvalidArgumentError(std::string(what) + ": unknown data type " +
                                       std::to_string(static_cast<int32_t>(dtype)));
   }
@@ -113,7 +94,7 @@ absl::Status MpiBackend::Allreduce(const void* send, void* recv, int64_t count, 
   MPI_Datatype mpi_dtype;
   MPI_Op mpi_op;
   CHORUS_RETURN_IF_ERROR(ResolveReduction("Allreduce", dtype, op, &mpi_dtype, &mpi_op));
-  const int64_t elem = ElementBytes(dtype);
+  const int64_t elem = ElementBytes64(dtype);
   const bool in_place = send == recv;
   // At least one call, even for count 0: every rank takes part in every collective.
   int64_t done = 0;

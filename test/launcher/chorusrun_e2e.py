@@ -1,0 +1,207 @@
+#!/usr/bin/python3
+"""End-to-end tests of chorusrun: real MPI jobs (1 to 3 ranks on this host) and bad input.
+
+Usage: chorusrun_e2e.py --chorusrun PATH [--bench PATH_TO_chorus_bench]
+Exits 0 when every case passes; prints one line per case.
+"""
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+
+FAILURES = []
+
+
+def run(chorusrun, args, **kwargs):
+    return subprocess.run([chorusrun] + args, capture_output=True, text=True, **kwargs)
+
+
+def check(name, ok, detail=''):
+    print(('PASS ' if ok else 'FAIL ') + name + ('' if ok else ': ' + detail))
+    if not ok:
+        FAILURES.append(name)
+
+
+def describe(p):
+    return f'rc={p.returncode}\n--- stdout\n{p.stdout}\n--- stderr\n{p.stderr}'
+
+
+def ranks_echo(c, np, extra=()):
+    p = run(c, ['-np', str(np)] + list(extra) +
+            ['/bin/sh', '-c', 'echo rank=$OMPI_COMM_WORLD_RANK size=$OMPI_COMM_WORLD_SIZE'])
+    expected = {f'[{r}]<stdout>:rank={r} size={np}' for r in range(np)}
+    return p, expected
+
+
+def test_jobs(c):
+    for np in (1, 2, 3):
+        p, expected = ranks_echo(c, np)
+        lines = set(p.stdout.splitlines())
+        check(f'{np}-rank job prints [rank]<stdout>: lines', p.returncode == 0 and lines == expected,
+              describe(p))
+
+    p = run(c, ['-np', '2', '/bin/sh', '-c', 'echo to-err-$OMPI_COMM_WORLD_RANK >&2'])
+    check('worker stderr comes back tagged on stderr',
+          p.returncode == 0 and p.stdout == '' and
+          set(p.stderr.splitlines()) == {'[0]<stderr>:to-err-0', '[1]<stderr>:to-err-1'},
+          describe(p))
+
+    p, expected = ranks_echo(c, 3, ['-H', 'localhost:2,127.0.0.1:1'])
+    check('-H localhost:2,127.0.0.1:1 runs 3 ranks',
+          p.returncode == 0 and set(p.stdout.splitlines()) == expected, describe(p))
+
+    with tempfile.NamedTemporaryFile('w', suffix='.hosts', delete=False) as f:
+        f.write('# two local names\nlocalhost slots=2\n\n127.0.0.1 slots=1  # loopback\n')
+        hostfile = f.name
+    p, expected = ranks_echo(c, 3, ['--hostfile', hostfile])
+    check('--hostfile runs 3 ranks', p.returncode == 0 and set(p.stdout.splitlines()) == expected,
+          describe(p))
+    p = run(c, ['-np', '4', '--hostfile', hostfile, 'true'])
+    check('-np above the hostfile slots is exit 2',
+          p.returncode == 2 and '-np 4 is more than the 3 slots of --hostfile' in p.stderr,
+          describe(p))
+    os.unlink(hostfile)
+
+    p = run(c, ['-np', '2', '--fusion-threshold-mb', '64', '--cycle-time-ms', '2.5',
+                '--cache-capacity', '0', '--no-stall-check', '--stall-check-warning-time-seconds',
+                '7', '--log-level', 'INFO', '/bin/sh', '-c',
+                'echo $CHORUS_FUSION_THRESHOLD $CHORUS_CYCLE_TIME_MS $CHORUS_CACHE_CAPACITY '
+                '$CHORUS_STALL_CHECK_DISABLE $CHORUS_STALL_CHECK_TIME_SECONDS $CHORUS_LOG_LEVEL'])
+    want = {f'[{r}]<stdout>:67108864 2.5 0 1 7 info' for r in range(2)}
+    check('tuning flags reach every worker as CHORUS_* variables',
+          p.returncode == 0 and set(p.stdout.splitlines()) == want, describe(p))
+
+    p = run(c, ['-np', '2', '--verbose', 'true'])
+    first = p.stdout.splitlines()[0] if p.stdout else ''
+    check('--verbose prints the mpirun command',
+          p.returncode == 0 and first.startswith('mpirun ') and
+          '--tag-output -np 2 -H localhost:2 -bind-to none -map-by slot' in first and
+          first.endswith(' -x PATH true') or ' true' in first, describe(p))
+
+    p = run(c, ['-np', '1', '--prefix-output-with-timestamp', '/bin/echo', 'hi'])
+    line = p.stdout.strip()
+    check('--prefix-output-with-timestamp keeps the tag after the timestamp',
+          p.returncode == 0 and line.endswith('[0]<stdout>:hi') and not line.startswith('['),
+          describe(p))
+
+    with tempfile.TemporaryDirectory() as out_dir:
+        p = run(c, ['-np', '2', '--output-filename', out_dir, '/bin/sh', '-c',
+                    'echo file-$OMPI_COMM_WORLD_RANK'])
+        found = []
+        for root, _, files in os.walk(out_dir):
+            for name in files:
+                with open(os.path.join(root, name)) as f:
+                    found.append(f.read())
+        text = ''.join(found)
+        check('--output-filename writes each rank\'s output under the directory',
+              p.returncode == 0 and 'file-0' in text and 'file-1' in text, describe(p) + text)
+
+
+def test_failures(c):
+    p = run(c, ['-np', '3', '/bin/sh', '-c', '[ $OMPI_COMM_WORLD_RANK = 1 ] && exit 1; exit 0'])
+    last = p.stderr.strip().splitlines()[-1] if p.stderr.strip() else ''
+    check('a worker exiting 1 fails the job and is named',
+          p.returncode == 1 and
+          last == 'chorusrun: job failed (mpirun exit status 1): rank 1 exited with code 1',
+          describe(p))
+
+    p = run(c, ['-np', '2', '/bin/sh', '-c', '[ $OMPI_COMM_WORLD_RANK = 1 ] && kill -9 $$; exec cat'],
+            stdin=subprocess.DEVNULL)
+    last = p.stderr.strip().splitlines()[-1] if p.stderr.strip() else ''
+    check('a worker killed by a signal fails the job and is named',
+          p.returncode == 137 and 'rank 1' in last and 'exited on signal 9 (Killed)' in last,
+          describe(p))
+
+    # SIGTERM to chorusrun reaches mpirun, which ends the job; no sleeping: wait for both ranks.
+    proc = subprocess.Popen([c, '-np', '2', '/bin/sh', '-c',
+                             'echo ready; exec sleep 600'],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    ready = 0
+    while ready < 2:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        ready += line.strip().endswith('<stdout>:ready')
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    check('SIGTERM is forwarded to mpirun and the job ends non-zero',
+          ready == 2 and proc.returncode != 0, f'rc={proc.returncode} ready={ready}\n{err}')
+
+
+BAD_INPUT = [
+    (['-np', '2'], 'no command given'),
+    (['/bin/true'], '-np/--num-proc is required'),
+    (['-np', '0', 'true'], '-np=0 is out of range'),
+    (['-np', 'two', 'true'], 'num-proc'),
+    (['-np', '2', '--bogus-flag', 'true'], "unrecognized argument '--bogus-flag'"),
+    (['-np', '2', '-H', 'localhost', 'true'], "malformed host 'localhost'"),
+    (['-np', '2', '-H', 'localhost:0', 'true'], "malformed host 'localhost:0'"),
+    (['-np', '2', '-H', 'a:1,,b:1', 'true'], 'malformed host'),
+    (['-np', '3', '-H', 'localhost:2', 'true'], '-np 3 is more than the 2 slots of -H localhost:2'),
+    (['-np', '2', '--hostfile', '/nonexistent/hosts', 'true'], "cannot read hostfile '/nonexistent/hosts'"),
+    (['-np', '2', 'no_such_command_xyz'], "command 'no_such_command_xyz' not found in PATH"),
+    (['-np', '2', '/nonexistent/prog'], "command '/nonexistent/prog' does not exist"),
+    (['-np', '2', '--fusion-threshold-mb', '-1', 'true'], '--fusion-threshold-mb=-1 is out of range'),
+    (['-np', '2', '--cycle-time-ms', '0', 'true'], '--cycle-time-ms=0 is out of range'),
+    (['-np', '2', '--cache-capacity', '-3', 'true'], '--cache-capacity=-3 is out of range'),
+    (['-np', '2', '--ssh-port', '0', 'true'], '--ssh-port=0 is out of range'),
+    (['-np', '2', '--log-level', 'chatty', 'true'], '--log-level=chatty is not one of'),
+    (['-np', '2', '--mpi-args', "-mca 'x", 'true'], '--mpi-args: unterminated'),
+    (['-np', '2', '--gloo', 'true'], 'MPI-less mode (--gloo) is not available yet'),
+    (['-np', '2', '--min-np', '1', 'true'], 'elastic training is not supported yet'),
+    (['-np', '2', '--host-discovery-script', '/bin/true', 'true'], 'elastic training is not supported yet'),
+    (['-np', '2', '--blacklist-cooldown-range', '1', '5', 'true'], 'elastic training is not supported yet'),
+]
+
+
+def test_bad_input(c):
+    for args, expected in BAD_INPUT:
+        p = run(c, args + (['marker-that-must-not-run'] if False else []))
+        lines = p.stderr.splitlines()
+        ok = (p.returncode == 2 and p.stdout == '' and len(lines) == 1 and
+              lines[0].startswith('chorusrun: error: ') and expected in lines[0])
+        check('bad input exits 2: ' + ' '.join(args), ok, describe(p))
+
+
+def test_info(c):
+    p = run(c, ['-cb'])
+    check('-cb prints the build in horovodrun\'s layout',
+          p.returncode == 0 and 'Available Controllers:\n    [X] MPI\n    [ ] UCX\n    [ ] Gloo' in p.stdout
+          and '    [ ] PyTorch' in p.stdout and '    [ ] NCCL' in p.stdout, describe(p))
+    p = run(c, ['-v'])
+    check('-v prints the version', p.returncode == 0 and p.stdout.strip() != '', describe(p))
+    p = run(c, ['--help'])
+    check('--help lists the flags', p.returncode == 0 and '--fusion-threshold-mb' in p.stdout,
+          describe(p))
+
+
+def test_bench(c, bench):
+    for np in (2, 3):
+        p = run(c, ['-np', str(np), bench, 'steps', '--tensor-set', 'tiny1000', '--steps', '3',
+                    '--warmup', '1'])
+        check(f'chorus_bench steps on {np} ranks',
+              p.returncode == 0 and
+              '[0]<stdout>:# verified: every configuration computed the expected result' in p.stdout
+              and f'{np} ranks' in p.stdout, describe(p))
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument('--chorusrun', required=True)
+    parser.add_argument('--bench')
+    args = parser.parse_args()
+    c = os.path.abspath(args.chorusrun)
+    test_info(c)
+    test_bad_input(c)
+    test_jobs(c)
+    test_failures(c)
+    if args.bench:
+        test_bench(c, os.path.abspath(args.bench))
+    print(f'{len(FAILURES)} failed' if FAILURES else 'all passed')
+    return 1 if FAILURES else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -304,3 +304,12 @@ def test_bool_allreduce_rejected_locally():
 
 def test_synchronize_unknown_handle_returns_none():
     assert hvd.synchronize(987654321) is None
+
+
+def test_grouped_reducescatter():
+    size, rank = hvd.size(), hvd.rank()
+    a = all_inputs((size, 2), torch.float32)
+    b = all_inputs((2 * size,), torch.int32)
+    outs = hvd.grouped_reducescatter([a[rank], b[rank]], op=hvd.Sum, name="rs_grp")
+    check_close(outs[0], expected_reduce(a, hvd.Sum)[rank:rank + 1], torch.float32)
+    check_close(outs[1], expected_reduce(b, hvd.Sum)[2 * rank:2 * rank + 2], torch.int32)

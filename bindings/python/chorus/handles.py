@@ -60,8 +60,16 @@ def synchronize(handle):
     if entry is None:
         return None
     c_handles, keepalive, finish = entry
-    results = [_C.release(c) for c in c_handles]  # every op completes before the tensors go
+    # Every op of the entry is released (so has completed) before its tensors may go.
+    results, failure = [], None
+    for c in c_handles:
+        try:
+            results.append(_C.release(c))
+        except _C.ChorusError as e:  # unknown to the runtime: nothing of it is in flight
+            failure = failure or e
     del keepalive
+    if failure is not None:
+        raise failure
     for r in results:
         if r.code != 0:
             err = _C.ChorusError(r.message)

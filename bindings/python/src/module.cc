@@ -12,9 +12,10 @@
 #include <utility>
 #include <vector>
 
-#include "chorus/c_api.h"
 #include "pybind11/pybind11.h"
 #include "pybind11/stl.h"
+
+#include "chorus/c_api.h"
 
 namespace py = pybind11;
 
@@ -28,8 +29,8 @@ PyObject* g_value_error = nullptr;  // chorus._C.ChorusValueError
 // Raises the exception for `code` with `message`; the instance carries `.code`.
 [[noreturn]] void Raise(int code, const std::string& message) {
   PyObject* type = code == kInvalidArgument ? g_value_error : g_error;
-  py::object exc = py::reinterpret_steal<py::object>(
-      PyObject_CallFunction(type, "s", message.c_str()));
+  py::object exc =
+      py::reinterpret_steal<py::object>(PyObject_CallFunction(type, "s", message.c_str()));
   if (!exc) throw py::error_already_set();
   exc.attr("code") = code;
   PyErr_SetObject(type, exc.ptr());
@@ -120,8 +121,8 @@ class Result {
   void copy_output(uintptr_t dest, int64_t nbytes) const {
     Output o = GetOutput();
     if (nbytes != o.num_bytes) {
-      Raise(kInvalidArgument, "output has " + std::to_string(o.num_bytes) +
-                                  " bytes, destination " + std::to_string(nbytes));
+      Raise(kInvalidArgument, "output has " + std::to_string(o.num_bytes) + " bytes, destination " +
+                                  std::to_string(nbytes));
     }
     if (nbytes > 0) std::memcpy(reinterpret_cast<void*>(dest), o.data, nbytes);
   }
@@ -250,8 +251,7 @@ PYBIND11_MODULE(_C, m) {
   m.add_object("ChorusValueError", py::handle(g_value_error));
 
   py::class_<TensorSpec>(m, "TensorSpec")
-      .def(py::init([](uintptr_t data, int32_t dtype, std::vector<int64_t> shape,
-                       int32_t device) {
+      .def(py::init([](uintptr_t data, int32_t dtype, std::vector<int64_t> shape, int32_t device) {
              return TensorSpec{data, dtype, std::move(shape), device};
            }),
            py::arg("data") = 0, py::arg("dtype") = 7, py::arg("shape") = std::vector<int64_t>{},

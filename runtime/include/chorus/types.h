@@ -72,6 +72,9 @@ bool IsValidDataType(int32_t value);
 const char* ReduceOpName(ReduceOp op);
 bool IsValidReduceOp(int32_t value);
 const char* OpTypeName(OpType type);  // "allreduce", "allgather", ...
+// True for the ops that move tensor data: allreduce, allgather, broadcast, alltoall,
+// reducescatter.
+bool IsDataOp(OpType type);
 
 // Number of elements of `shape` (1 for a scalar, 0 when any dimension is 0).
 int64_t NumElements(const std::vector<int64_t>& shape);

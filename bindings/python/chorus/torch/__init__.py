@@ -11,12 +11,13 @@ from chorus.torch.compression import Compression
 from chorus.torch.functions import (allgather_object, broadcast_object,
                                     broadcast_optimizer_state, broadcast_parameters)
 from chorus.torch.mpi_ops import (Adasum, Average, HorovodInternalError, HostsUpdatedInterrupt,
-                                  Max, Min, Product, Sum, allgather, allgather_async, allreduce,
-                                  allreduce_, allreduce_async, allreduce_async_, alltoall,
-                                  alltoall_async, barrier, broadcast, broadcast_,
-                                  broadcast_async, broadcast_async_, grouped_allgather,
-                                  grouped_allgather_async, grouped_allreduce,
-                                  grouped_allreduce_, grouped_allreduce_async,
-                                  grouped_allreduce_async_, join, poll, reducescatter,
-                                  reducescatter_async, synchronize)
+                                  Max, Min, Product, Sum)
+from chorus.torch.mpi_ops import (allgather, allgather_async, allreduce, allreduce_,
+                                  allreduce_async, allreduce_async_, alltoall, alltoall_async,
+                                  barrier, broadcast, broadcast_, broadcast_async,
+                                  broadcast_async_, grouped_allgather, grouped_allgather_async,
+                                  grouped_allreduce, grouped_allreduce_,
+                                  grouped_allreduce_async, grouped_allreduce_async_,
+                                  grouped_reducescatter, grouped_reducescatter_async, join,
+                                  poll, reducescatter, reducescatter_async, synchronize)
 from chorus.torch.optimizer import DistributedOptimizer

@@ -507,21 +507,56 @@ def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
 # reducescatter
 
 
-def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set,
-                        prescale_factor=1.0, postscale_factor=1.0):
-    """Starts reducing `tensor` and scattering dim-0 slices; synchronize returns this rank's."""
+def _reducescatter_spec(tensor, name, op, process_set, prescale_factor, postscale_factor):
     if op not in (Sum, Average, Min, Max, Product, Adasum):
         raise ValueError("unknown reduction op %r" % (op,))
     work = _contiguous(tensor)
-    spec = _new_op(_handles.REDUCESCATTER, _op_name("reducescatter", name, process_set),
-                   process_set)
+    spec = _new_op(_handles.REDUCESCATTER, name, process_set)
     spec.input = _spec(work)
     spec.reduce_op = op
     spec.prescale_factor = float(prescale_factor)
     spec.postscale_factor = float(postscale_factor)
+    return spec, work
+
+
+def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set,
+                        prescale_factor=1.0, postscale_factor=1.0):
+    """Starts reducing `tensor` and scattering dim-0 slices; synchronize returns this rank's."""
+    spec, work = _reducescatter_spec(tensor, _op_name("reducescatter", name, process_set), op,
+                                     process_set, prescale_factor, postscale_factor)
     dtype, device = tensor.dtype, tensor.device
     return _handles.submit([spec], (tensor, work),
                            lambda results: _output_tensor(results[0], dtype, device))
+
+
+def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=global_process_set,
+                                prescale_factor=1.0, postscale_factor=1.0):
+    """Reducescatters a list of tensors as one unit; synchronize returns a list."""
+    if not tensors:
+        raise ValueError("grouped_reducescatter needs at least one tensor")
+    base = _op_name("grouped_reducescatter", name, process_set)
+    specs, keep = [], []
+    for i, t in enumerate(tensors):
+        spec, work = _reducescatter_spec(t, "%s_%d" % (base, i), op, process_set,
+                                         prescale_factor, postscale_factor)
+        specs.append(spec)
+        keep.append((t, work))
+    meta = [(t.dtype, t.device) for t in tensors]
+    return _handles.submit(
+        specs, keep,
+        lambda results: [_output_tensor(r, d, dev) for r, (d, dev) in zip(results, meta)],
+        group=True)
+
+
+def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=Average,
+                          process_set=global_process_set, prescale_factor=1.0,
+                          postscale_factor=1.0):
+    """Reducescatters a list of tensors as one unit (not differentiable yet)."""
+    compressed = [compression.compress(t) for t in tensors]
+    outs = synchronize(grouped_reducescatter_async([c[0] for c in compressed], name, op,
+                                                   process_set, prescale_factor,
+                                                   postscale_factor))
+    return [compression.decompress(o, c[1]) for o, c in zip(outs, compressed)]
 
 
 class HorovodReducescatter(torch.autograd.Function):

@@ -1,0 +1,203 @@
+#include "launcher/args.h"
+
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+namespace chorus::launcher {
+namespace {
+
+using Args = std::vector<std::string>;
+
+CommandLine ParseOk(const Args& args) {
+  absl::StatusOr<CommandLine> cl = ParseCommandLine(args);
+  INFO(cl.status().ToString());
+  REQUIRE(cl.ok());
+  return *cl;
+}
+
+absl::Status ParseError(const Args& args) {
+  absl::StatusOr<CommandLine> cl = ParseCommandLine(args);
+  REQUIRE_FALSE(cl.ok());
+  CHECK(cl.status().message().find('\n') == std::string::npos);
+  return cl.status();
+}
+
+TEST_CASE("The command starts at the first word that is not a flag", "[launcher][args]") {
+  CommandLine cl = ParseOk({"-np", "4", "-H", "a:2,b:2", "python", "train.py", "-np", "3",
+                            "--verbose"});
+  CHECK(cl.action == CommandLine::Action::kRun);
+  CHECK(cl.options.num_proc == 4);
+  CHECK(cl.options.hosts == "a:2,b:2");
+  CHECK_FALSE(cl.options.verbose);
+  CHECK(cl.options.command == Args{"python", "train.py", "-np", "3", "--verbose"});
+}
+
+TEST_CASE("Horovod's spellings of -np are accepted", "[launcher][args]") {
+  const Args prefix = GENERATE(Args{"-np", "3"}, Args{"-np=3"}, Args{"--num-proc", "3"},
+                               Args{"--num-proc=3"}, Args{"-n", "3"}, Args{"-n3"});
+  Args args = prefix;
+  args.push_back("true");
+  CommandLine cl = ParseOk(args);
+  CHECK(cl.options.num_proc == 3);
+  CHECK(cl.options.command == Args{"true"});
+}
+
+TEST_CASE("-- ends chorusrun's flags", "[launcher][args]") {
+  CommandLine cl = ParseOk({"-np", "2", "--", "--weird-program", "x"});
+  CHECK(cl.options.command == Args{"--weird-program", "x"});
+}
+
+TEST_CASE("Flag values that look like flags stay values", "[launcher][args]") {
+  CommandLine cl = ParseOk({"-np", "2", "--mpi-args", "-mca btl self,vader --report-bindings",
+                            "--binding-args=--bind-to core", "prog"});
+  CHECK(cl.options.mpi_args == "-mca btl self,vader --report-bindings");
+  CHECK(cl.options.binding_args == "--bind-to core");
+  CHECK(cl.options.command == Args{"prog"});
+}
+
+TEST_CASE("Unset flags leave the runtime defaults", "[launcher][args]") {
+  CommandLine cl = ParseOk({"-np", "1", "prog"});
+  const LaunchOptions& o = cl.options;
+  CHECK_FALSE(o.hosts);
+  CHECK_FALSE(o.hostfile);
+  CHECK_FALSE(o.fusion_threshold_mb);
+  CHECK_FALSE(o.cycle_time_ms);
+  CHECK_FALSE(o.cache_capacity);
+  CHECK_FALSE(o.hierarchical_allreduce);
+  CHECK_FALSE(o.no_stall_check);
+  CHECK_FALSE(o.log_level);
+  CHECK_FALSE(o.tcp);
+  CHECK(o.network_interfaces.empty());
+}
+
+TEST_CASE("Tuning, stall and library flags parse", "[launcher][args]") {
+  CommandLine cl = ParseOk(
+      {"-np", "2", "--fusion-threshold-mb", "64", "--cycle-time-ms", "2.5", "--cache-capacity",
+       "0", "--no-hierarchical-allreduce", "--hierarchical-allgather", "--no-stall-check",
+       "--stall-check-warning-time-seconds", "30", "--stall-check-shutdown-time-seconds", "90",
+       "--log-level", "DEBUG", "--tcp", "--network-interfaces", "eth0,eth1",
+       "--network-interface", "eth1", "--network-interface", "ib0", "-p", "2222", "-i",
+       "/k/id_rsa", "--output-filename", "/tmp/out", "--prefix-output-with-timestamp",
+       "--start-timeout", "60", "--timeline-filename", "/tmp/t.json", "--timeline-mark-cycles",
+       "--mpi-threads-disable", "--mpi", "prog"});
+  const LaunchOptions& o = cl.options;
+  CHECK(o.fusion_threshold_mb == 64);
+  CHECK(o.cycle_time_ms == 2.5);
+  CHECK(o.cache_capacity == 0);
+  CHECK(o.hierarchical_allreduce == false);
+  CHECK(o.hierarchical_allgather == true);
+  CHECK(o.no_stall_check == true);
+  CHECK(o.stall_check_warning_time_seconds == 30);
+  CHECK(o.stall_check_shutdown_time_seconds == 90);
+  CHECK(o.log_level == "debug");
+  CHECK(o.tcp);
+  CHECK(o.network_interfaces == Args{"eth0", "eth1", "ib0"});
+  CHECK(o.ssh_port == 2222);
+  CHECK(o.ssh_identity_file == "/k/id_rsa");
+  CHECK(o.output_filename == "/tmp/out");
+  CHECK(o.prefix_output_with_timestamp);
+  CHECK(o.start_timeout_s == 60);
+  CHECK(o.timeline_filename == "/tmp/t.json");
+  CHECK(o.timeline_mark_cycles == true);
+  CHECK(o.mpi_threads_disable == true);
+}
+
+TEST_CASE("--stall-check undoes nothing but sets the check on", "[launcher][args]") {
+  CommandLine cl = ParseOk({"-np", "2", "--stall-check", "prog"});
+  CHECK(cl.options.no_stall_check == false);
+}
+
+TEST_CASE("Single-dash horovod names", "[launcher][args]") {
+  CommandLine cl = ParseOk({"-np", "2", "-hostfile", "/h", "-prefix-timestamp", "prog"});
+  CHECK(cl.options.hostfile == "/h");
+  CHECK(cl.options.prefix_output_with_timestamp);
+  CHECK(ParseOk({"-cb"}).action == CommandLine::Action::kCheckBuild);
+}
+
+TEST_CASE("--version, --check-build and --help need no -np", "[launcher][args]") {
+  CHECK(ParseOk({"-v"}).action == CommandLine::Action::kVersion);
+  CHECK(ParseOk({"--version"}).action == CommandLine::Action::kVersion);
+  CHECK(ParseOk({"--check-build", "--verbose"}).action == CommandLine::Action::kCheckBuild);
+  CommandLine help = ParseOk({"--help"});
+  CHECK(help.action == CommandLine::Action::kHelp);
+  CHECK_THAT(help.help_text, Catch::Contains("--fusion-threshold-mb"));
+}
+
+TEST_CASE("Bad input is one-line InvalidArgument", "[launcher][args]") {
+  auto [args, expected] = GENERATE(table<Args, std::string>({
+      {{"prog"}, "-np/--num-proc is required"},
+      {{"-np", "2"}, "no command given"},
+      {{"-np", "0", "prog"}, "-np=0 is out of range"},
+      {{"-np", "x", "prog"}, "num-proc"},
+      {{"-np"}, "num-proc"},
+      {{"-np", "2", "--bogus", "prog"}, "unrecognized argument '--bogus'"},
+      {{"-np", "2", "-Z", "prog"}, "unrecognized argument '-Z'"},
+      {{"-np", "2", "--fusion-threshold-mb", "-1", "prog"}, "--fusion-threshold-mb=-1 is out"},
+      {{"-np", "2", "--cycle-time-ms", "0", "prog"}, "--cycle-time-ms=0 is out of range"},
+      {{"-np", "2", "--cache-capacity", "2000000", "prog"}, "--cache-capacity=2000000 is out"},
+      {{"-np", "2", "--stall-check-warning-time-seconds", "-5", "prog"},
+       "--stall-check-warning-time-seconds=-5 is out"},
+      {{"-np", "2", "--ssh-port", "70000", "prog"}, "--ssh-port=70000 is out of range"},
+      {{"-np", "2", "--start-timeout", "0", "prog"}, "--start-timeout=0 is out of range"},
+      {{"-np", "2", "--autotune-gaussian-process-noise", "1.5", "prog"},
+       "--autotune-gaussian-process-noise=1.5 is out"},
+      {{"-np", "2", "--log-level", "LOUD", "prog"}, "--log-level=LOUD is not one of"},
+      {{"-np", "2", "-H", "a:1", "--hostfile", "f", "prog"}, "excludes"},
+      {{"-np", "2", "--hierarchical-allreduce", "--no-hierarchical-allreduce", "prog"},
+       "excludes"},
+  }));
+  INFO("args[0..]: " << args.size());
+  absl::Status status = ParseError(args);
+  CHECK(status.code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(status.message()), Catch::Contains(expected));
+}
+
+TEST_CASE("Elastic flags and --gloo are Unimplemented", "[launcher][args]") {
+  auto [args, expected] = GENERATE(table<Args, std::string>({
+      {{"-np", "2", "--min-np", "1", "prog"}, "elastic training is not supported yet"},
+      {{"-np", "2", "--max-np", "4", "prog"}, "elastic training is not supported yet"},
+      {{"-np", "2", "--slots", "4", "prog"}, "elastic training is not supported yet"},
+      {{"-np", "2", "--host-discovery-script", "d.sh", "prog"}, "elastic training"},
+      {{"-np", "2", "--reset-limit", "3", "prog"}, "elastic training"},
+      {{"-np", "2", "--blacklist-cooldown-range", "10", "100", "prog"}, "elastic training"},
+      {{"-np", "2", "--elastic-timeout", "60", "prog"}, "elastic training"},
+      {{"-np", "2", "--gloo", "prog"}, "MPI-less mode (--gloo) is not available yet"},
+      {{"-np", "2", "--jsrun", "prog"}, "--jsrun is not supported"},
+  }));
+  absl::Status status = ParseError(args);
+  CHECK(status.code() == absl::StatusCode::kUnimplemented);
+  CHECK_THAT(std::string(status.message()), Catch::Contains(expected));
+}
+
+TEST_CASE("--blacklist-cooldown-range takes exactly two values", "[launcher][args]") {
+  // The command after the two values is not swallowed (the flag is rejected for being elastic).
+  absl::Status status = ParseError({"-np", "2", "--blacklist-cooldown-range", "1", "2", "prog"});
+  CHECK(status.code() == absl::StatusCode::kUnimplemented);
+}
+
+TEST_CASE("ShellSplit splits like a shell", "[launcher][args]") {
+  auto [text, words] = GENERATE(table<std::string, Args>({
+      {"", {}},
+      {"   ", {}},
+      {"-mca btl self,vader", {"-mca", "btl", "self,vader"}},
+      {"  a\tb  ", {"a", "b"}},
+      {"--map-by 'ppr:6:node' \"x y\"", {"--map-by", "ppr:6:node", "x y"}},
+      {"a\\ b c", {"a b", "c"}},
+      {"\"say \\\"hi\\\"\"", {"say \"hi\""}},
+      {"''", {""}},
+      {"pre'mid'post", {"premidpost"}},
+  }));
+  auto split = ShellSplit(text);
+  REQUIRE(split.ok());
+  CHECK(*split == words);
+}
+
+TEST_CASE("ShellSplit rejects unterminated quotes", "[launcher][args]") {
+  const std::string text = GENERATE(as<std::string>{}, "'abc", "a \"b", "\"a\\\"");
+  CHECK_FALSE(ShellSplit(text).ok());
+}
+
+}  // namespace
+}  // namespace chorus::launcher

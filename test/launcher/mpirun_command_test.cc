@@ -1,0 +1,150 @@
+#include "launcher/mpirun_command.h"
+
+#include <catch2/catch.hpp>
+
+#include "launcher/args.h"
+#include "launcher/worker_env.h"
+
+namespace chorus::launcher {
+namespace {
+
+using Args = std::vector<std::string>;
+
+LaunchOptions Options(Args flags) {
+  absl::StatusOr<CommandLine> cl = ParseCommandLine(flags);
+  INFO(cl.status().ToString());
+  REQUIRE(cl.ok());
+  return cl->options;
+}
+
+MpirunJob Job(const LaunchOptions& o, bool as_root, std::vector<HostSlots> hosts,
+              const Environment& env = {{"PATH", "/usr/bin"}, {"HOME", "/root"}}) {
+  MpirunJob job;
+  job.as_root = as_root;
+  job.hosts = std::move(hosts);
+  job.environment = MpirunEnvironment(env, WorkerEnvironment(o), as_root);
+  return job;
+}
+
+TEST_CASE("The default mpirun command", "[launcher][mpirun]") {
+  LaunchOptions o = Options({"-np", "2", "prog", "--arg"});
+  auto argv = BuildMpirunArgv(o, Job(o, /*as_root=*/false, {{"localhost", 2}}));
+  REQUIRE(argv.ok());
+  CHECK(*argv == Args{"mpirun", "--tag-output", "-np", "2", "-H", "localhost:2", "-bind-to",
+                      "none", "-map-by", "slot", "-x", "PATH", "prog", "--arg"});
+}
+
+TEST_CASE("As root, mpirun is allowed to run as root", "[launcher][mpirun]") {
+  LaunchOptions o = Options({"-np", "3", "prog"});
+  MpirunJob job = Job(o, /*as_root=*/true, {{"a", 2}, {"b", 1}});
+  CHECK(job.environment.at("OMPI_ALLOW_RUN_AS_ROOT") == "1");
+  CHECK(job.environment.at("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM") == "1");
+  auto argv = BuildMpirunArgv(o, job);
+  REQUIRE(argv.ok());
+  CHECK(*argv == Args{"mpirun", "--allow-run-as-root", "--tag-output", "-np", "3", "-H",
+                      "a:2,b:1", "-bind-to", "none", "-map-by", "slot", "-x", "PATH", "prog"});
+  CHECK(Job(o, false, {{"a", 3}}).environment.count("OMPI_ALLOW_RUN_AS_ROOT") == 0);
+}
+
+TEST_CASE("Every flag that reaches mpirun, in order", "[launcher][mpirun]") {
+  LaunchOptions o = Options({"-np", "4", "--tcp", "-p", "2222", "-i", "/k/id", "--network-interfaces",
+                             "eth0,eth1", "--prefix-output-with-timestamp", "--output-filename",
+                             "/tmp/logs", "--fusion-threshold-mb", "32", "--mpi-args",
+                             "-mca btl_tcp_if_exclude lo --report-bindings", "python", "t.py"});
+  const Environment env = {{"PATH", "/bin"},       {"LD_LIBRARY_PATH", "/lib"},
+                           {"PYTHONPATH", "/py"},  {"HOROVOD_CYCLE_TIME", "3"},
+                           {"NCCL_DEBUG", "INFO"}, {"HOME", "/root"},
+                           {"CHORUS_LOG_LEVEL", "info"}};
+  MpirunJob job = Job(o, /*as_root=*/false, {{"h1", 2}, {"h2", 2}}, env);
+  auto argv = BuildMpirunArgv(o, job);
+  REQUIRE(argv.ok());
+  CHECK(*argv == Args{"mpirun",
+                      "--tag-output",
+                      "-np",
+                      "4",
+                      "-H",
+                      "h1:2,h2:2",
+                      "-bind-to",
+                      "none",
+                      "-map-by",
+                      "slot",
+                      "-mca",
+                      "pml",
+                      "ob1",
+                      "-mca",
+                      "btl",
+                      "^openib",
+                      "-mca",
+                      "plm_rsh_args",
+                      "-p 2222 -i /k/id",
+                      "-mca",
+                      "btl_tcp_if_include",
+                      "eth0,eth1",
+                      "--timestamp-output",
+                      "--output-filename",
+                      "/tmp/logs",
+                      "-x",
+                      "CHORUS_FUSION_THRESHOLD",
+                      "-x",
+                      "CHORUS_LOG_LEVEL",
+                      "-x",
+                      "HOROVOD_CYCLE_TIME",
+                      "-x",
+                      "LD_LIBRARY_PATH",
+                      "-x",
+                      "NCCL_DEBUG",
+                      "-x",
+                      "NCCL_IB_DISABLE",
+                      "-x",
+                      "NCCL_SOCKET_IFNAME",
+                      "-x",
+                      "PATH",
+                      "-x",
+                      "PYTHONPATH",
+                      "-mca",
+                      "btl_tcp_if_exclude",
+                      "lo",
+                      "--report-bindings",
+                      "python",
+                      "t.py"});
+  CHECK(job.environment.at("CHORUS_FUSION_THRESHOLD") == "33554432");
+  CHECK(job.environment.at("NCCL_SOCKET_IFNAME") == "eth0,eth1");
+}
+
+TEST_CASE("Flags win over the launcher's environment", "[launcher][mpirun]") {
+  LaunchOptions o = Options({"-np", "1", "--cache-capacity", "5", "prog"});
+  MpirunJob job = Job(o, false, {{"localhost", 1}}, {{"CHORUS_CACHE_CAPACITY", "99"}});
+  CHECK(job.environment.at("CHORUS_CACHE_CAPACITY") == "5");
+}
+
+TEST_CASE("--binding-args replaces the default binding", "[launcher][mpirun]") {
+  LaunchOptions o = Options({"-np", "2", "--binding-args", "--bind-to core --map-by socket", "p"});
+  auto argv = BuildMpirunArgv(o, Job(o, false, {{"localhost", 2}}, {}));
+  REQUIRE(argv.ok());
+  CHECK(*argv == Args{"mpirun", "--tag-output", "-np", "2", "-H", "localhost:2", "--bind-to",
+                      "core", "--map-by", "socket", "p"});
+}
+
+TEST_CASE("Malformed --mpi-args is InvalidArgument", "[launcher][mpirun]") {
+  LaunchOptions o = Options({"-np", "2", "--mpi-args", "-mca 'x", "p"});
+  auto argv = BuildMpirunArgv(o, Job(o, false, {{"localhost", 2}}));
+  REQUIRE_FALSE(argv.ok());
+  CHECK_THAT(std::string(argv.status().message()), Catch::StartsWith("--mpi-args: unterminated"));
+}
+
+TEST_CASE("ExportedNames keeps only what workers need", "[launcher][mpirun]") {
+  const Environment env = {{"CHORUS_X", "1"}, {"HOROVOD_Y", "1"}, {"NCCL_Z", "1"},
+                           {"PATH", "/b"},    {"HOME", "/r"},     {"PATHS", "x"},
+                           {"CHORUSX", "1"},  {"PYTHONPATH", "/"}};
+  CHECK(ExportedNames(env) == Args{"CHORUS_X", "HOROVOD_Y", "NCCL_Z", "PATH", "PYTHONPATH"});
+}
+
+TEST_CASE("ShellJoin quotes what a shell would split", "[launcher][mpirun]") {
+  CHECK(ShellJoin({"mpirun", "-np", "2", "-H", "a:1,b:1", "-mca", "btl", "^openib"}) ==
+        "mpirun -np 2 -H a:1,b:1 -mca btl ^openib");
+  CHECK(ShellJoin({"sh", "-c", "echo $X; it's"}) == "sh -c 'echo $X; it'\\''s'");
+  CHECK(ShellJoin({"a", ""}) == "a ''");
+}
+
+}  // namespace
+}  // namespace chorus::launcher

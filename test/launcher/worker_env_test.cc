@@ -1,0 +1,70 @@
+#include "launcher/worker_env.h"
+
+#include <catch2/catch.hpp>
+
+#include "launcher/args.h"
+
+namespace chorus::launcher {
+namespace {
+
+std::vector<EnvVar> EnvFor(std::vector<std::string> flags) {
+  flags.insert(flags.begin(), {"-np", "2"});
+  flags.push_back("prog");
+  absl::StatusOr<CommandLine> cl = ParseCommandLine(flags);
+  INFO(cl.status().ToString());
+  REQUIRE(cl.ok());
+  return WorkerEnvironment(cl->options);
+}
+
+TEST_CASE("No flags set no variables", "[launcher][env]") { CHECK(EnvFor({}).empty()); }
+
+TEST_CASE("Flags map to the runtime's CHORUS_* variables", "[launcher][env]") {
+  auto [flags, expected] = GENERATE(table<std::vector<std::string>, std::vector<EnvVar>>({
+      {{"--fusion-threshold-mb", "64"}, {{"CHORUS_FUSION_THRESHOLD", "67108864"}}},
+      {{"--fusion-threshold-mb", "0"}, {{"CHORUS_FUSION_THRESHOLD", "0"}}},
+      {{"--fusion-threshold-mb", "8192"}, {{"CHORUS_FUSION_THRESHOLD", "8589934592"}}},
+      {{"--cycle-time-ms", "2.5"}, {{"CHORUS_CYCLE_TIME_MS", "2.5"}}},
+      {{"--cycle-time-ms", "0.1"}, {{"CHORUS_CYCLE_TIME_MS", "0.1"}}},
+      {{"--cycle-time-ms", "5"}, {{"CHORUS_CYCLE_TIME_MS", "5"}}},
+      {{"--cache-capacity", "2048"}, {{"CHORUS_CACHE_CAPACITY", "2048"}}},
+      {{"--hierarchical-allreduce"}, {{"CHORUS_HIERARCHICAL_ALLREDUCE", "1"}}},
+      {{"--no-hierarchical-allreduce"}, {{"CHORUS_HIERARCHICAL_ALLREDUCE", "0"}}},
+      {{"--hierarchical-allgather"}, {{"CHORUS_HIERARCHICAL_ALLGATHER", "1"}}},
+      {{"--no-stall-check"}, {{"CHORUS_STALL_CHECK_DISABLE", "1"}}},
+      {{"--stall-check"}, {{"CHORUS_STALL_CHECK_DISABLE", "0"}}},
+      {{"--stall-check-warning-time-seconds", "30"}, {{"CHORUS_STALL_CHECK_TIME_SECONDS", "30"}}},
+      {{"--stall-check-shutdown-time-seconds", "90"},
+       {{"CHORUS_STALL_SHUTDOWN_TIME_SECONDS", "90"}}},
+      {{"--log-level", "TRACE"}, {{"CHORUS_LOG_LEVEL", "trace"}}},
+      {{"--log-level", "fatal"}, {{"CHORUS_LOG_LEVEL", "fatal"}}},
+      {{"--log-without-timestamp"}, {{"CHORUS_LOG_HIDE_TIME", "1"}}},
+      {{"--log-with-timestamp"}, {{"CHORUS_LOG_HIDE_TIME", "0"}}},
+      {{"--tcp"}, {{"NCCL_IB_DISABLE", "1"}}},
+      {{"--network-interfaces", "eth0,eth1"}, {{"NCCL_SOCKET_IFNAME", "eth0,eth1"}}},
+      {{"--mpi-threads-disable"}, {{"CHORUS_MPI_THREADS_DISABLE", "1"}}},
+      {{"--num-nccl-streams", "2"}, {{"CHORUS_NUM_NCCL_STREAMS", "2"}}},
+      {{"--thread-affinity", "3"}, {{"CHORUS_THREAD_AFFINITY", "3"}}},
+      {{"--gloo-timeout-seconds", "45"}, {{"CHORUS_GLOO_TIMEOUT_SECONDS", "45"}}},
+      // Timeline and autotune details travel only with their enabling flag.
+      {{"--timeline-mark-cycles"}, {}},
+      {{"--timeline-filename", "/t.json", "--timeline-mark-cycles"},
+       {{"CHORUS_TIMELINE", "/t.json"}, {"CHORUS_TIMELINE_MARK_CYCLES", "1"}}},
+      {{"--autotune-warmup-samples", "5"}, {}},
+      {{"--autotune", "--autotune-warmup-samples", "5", "--autotune-gaussian-process-noise", "0.8"},
+       {{"CHORUS_AUTOTUNE", "1"},
+        {"CHORUS_AUTOTUNE_WARMUP_SAMPLES", "5"},
+        {"CHORUS_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", "0.8"}}},
+  }));
+  INFO("first flag: " << flags[0]);
+  CHECK(EnvFor(flags) == expected);
+}
+
+TEST_CASE("Several flags keep a fixed order", "[launcher][env]") {
+  CHECK(EnvFor({"--log-level", "info", "--cache-capacity", "7", "--fusion-threshold-mb", "1"}) ==
+        std::vector<EnvVar>{{"CHORUS_FUSION_THRESHOLD", "1048576"},
+                            {"CHORUS_CACHE_CAPACITY", "7"},
+                            {"CHORUS_LOG_LEVEL", "info"}});
+}
+
+}  // namespace
+}  // namespace chorus::launcher
