@@ -20,8 +20,9 @@
 //      list; rank 0 broadcasts it (BroadcastFromRoot).
 //   4. Plan fusion; execute each response; complete each entry's callback.
 //   5. Put the newly negotiated responses into the cache (same order on every rank).
-//   6. Sleep: the cycle time while any rank has work, else until local work arrives (or the
-//      idle cycle time passes).
+//   6. Sleep: out the cycle time while this rank has ops pending (batching); otherwise until
+//      local work arrives (at most the cycle time if another rank is busy, else the idle cycle
+//      time), then until the burst of submissions pauses (SubmissionQueue::WaitForQuiet).
 // A shutdown request on any rank travels in the flags; every rank then stops after that cycle
 // and fails what is still pending with Aborted. A transport failure stops the loop and fails
 // everything pending (and every later Enqueue) with the transport's status.
