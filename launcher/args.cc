@@ -6,14 +6,15 @@
 #include <map>
 #include <utility>
 
-#include <CLI/CLI.hpp>
-
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+
+#include "launcher/config_file.h"
+#include <CLI/CLI.hpp>
 
 namespace chorus::launcher {
 namespace {
@@ -36,7 +37,8 @@ class Definitions {
   explicit Definitions(LaunchOptions* o) : o_(o) {
     app_.set_help_flag("-h,--help", "Show this help message and exit.");
     app_.add_flag("-v,--version", version_, "Shows chorus version.");
-    num_proc_ = app_.add_option("-n,--num-proc", o->num_proc, "Total number of training processes.");
+    num_proc_ =
+        app_.add_option("-n,--num-proc", o->num_proc, "Total number of training processes.");
     app_.add_flag("--check-build", check_build_,
                   "Shows which frameworks and libraries have been built into chorus.");
     app_.add_flag("--disable-cache", disable_cache_, "Accepted for horovodrun compatibility.");
@@ -68,10 +70,10 @@ class Definitions {
              "Cycle time in ms between tensor fusion cycles (default: 1).");
     Optional("--cache-capacity", &o->cache_capacity,
              "Maximum number of tensor names cached (default: 1024).");
-    BoolPair("--hierarchical-allreduce", "--no-hierarchical-allreduce",
-             &o->hierarchical_allreduce, "Perform hierarchical allreduce.");
-    BoolPair("--hierarchical-allgather", "--no-hierarchical-allgather",
-             &o->hierarchical_allgather, "Perform hierarchical allgather.");
+    BoolPair("--hierarchical-allreduce", "--no-hierarchical-allreduce", &o->hierarchical_allreduce,
+             "Perform hierarchical allreduce.");
+    BoolPair("--hierarchical-allgather", "--no-hierarchical-allgather", &o->hierarchical_allgather,
+             "Perform hierarchical allgather.");
 
     BoolPair("--autotune", "--no-autotune", &o->autotune, "Autotune the parameters above.");
     Optional("--autotune-log-file", &o->autotune_log_file, "Comma-separated log of trials.");
@@ -123,9 +125,9 @@ class Definitions {
     app_.add_flag("--prefix-output-with-timestamp", o->prefix_output_with_timestamp,
                   "Timestamp each line of output.");
 
-    CLI::Option* hosts = Optional("-H,--hosts", &o->hosts, "host:slots,... (default: localhost:np).");
-    CLI::Option* hostfile =
-        Optional("--hostfile", &o->hostfile, "File of 'host slots=N' lines.");
+    CLI::Option* hosts =
+        Optional("-H,--hosts", &o->hosts, "host:slots,... (default: localhost:np).");
+    CLI::Option* hostfile = Optional("--hostfile", &o->hostfile, "File of 'host slots=N' lines.");
     hosts->excludes(hostfile);
 
     CLI::Option* gloo = app_.add_flag("--gloo", gloo_, "Run without MPI (not available yet).");
@@ -144,9 +146,9 @@ class Definitions {
     if (check_build_) return CommandLine::Action::kCheckBuild;
     for (CLI::Option* opt : elastic_) {
       if (opt->count() > 0) {
-        return absl::UnimplementedError(absl::StrCat(
-            "elastic training is not supported yet (", opt->get_name(),
-            " given); run a fixed-size job with -np N"));
+        return absl::UnimplementedError(absl::StrCat("elastic training is not supported yet (",
+                                                     opt->get_name(),
+                                                     " given); run a fixed-size job with -np N"));
       }
     }
     if (gloo_) {
@@ -234,10 +236,10 @@ absl::Status Validate(const LaunchOptions& o) {
     return s;
   }
   if (o.fusion_threshold_mb) {
-    if (absl::Status s = CheckRange(*o.fusion_threshold_mb >= 0 &&
-                                        *o.fusion_threshold_mb <= kMaxFusionMb,
-                                    "--fusion-threshold-mb", absl::StrCat(*o.fusion_threshold_mb),
-                                    absl::StrCat("[0, ", kMaxFusionMb, "]"));
+    if (absl::Status s =
+            CheckRange(*o.fusion_threshold_mb >= 0 && *o.fusion_threshold_mb <= kMaxFusionMb,
+                       "--fusion-threshold-mb", absl::StrCat(*o.fusion_threshold_mb),
+                       absl::StrCat("[0, ", kMaxFusionMb, "]"));
         !s.ok()) {
       return s;
     }
@@ -251,10 +253,9 @@ absl::Status Validate(const LaunchOptions& o) {
     }
   }
   if (o.cache_capacity) {
-    if (absl::Status s =
-            CheckRange(*o.cache_capacity >= 0 && *o.cache_capacity <= kMaxCacheCapacity,
-                       "--cache-capacity", absl::StrCat(*o.cache_capacity),
-                       absl::StrCat("[0, ", kMaxCacheCapacity, "]"));
+    if (absl::Status s = CheckRange(
+            *o.cache_capacity >= 0 && *o.cache_capacity <= kMaxCacheCapacity, "--cache-capacity",
+            absl::StrCat(*o.cache_capacity), absl::StrCat("[0, ", kMaxCacheCapacity, "]"));
         !s.ok()) {
       return s;
     }
@@ -286,8 +287,7 @@ absl::Status Validate(const LaunchOptions& o) {
            NonNegative(o.autotune_steps_per_sample, "--autotune-steps-per-sample"),
            NonNegative(o.autotune_bayes_opt_max_samples, "--autotune-bayes-opt-max-samples"),
            NonNegative(o.stall_check_warning_time_seconds, "--stall-check-warning-time-seconds"),
-           NonNegative(o.stall_check_shutdown_time_seconds,
-                       "--stall-check-shutdown-time-seconds"),
+           NonNegative(o.stall_check_shutdown_time_seconds, "--stall-check-shutdown-time-seconds"),
            NonNegative(o.num_nccl_streams, "--num-nccl-streams"),
            NonNegative(o.thread_affinity, "--thread-affinity"),
            NonNegative(o.gloo_timeout_seconds, "--gloo-timeout-seconds"),
@@ -377,6 +377,11 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
   if (!action.ok()) return action.status();
   result.action = *action;
   if (result.action != CommandLine::Action::kRun) return result;
+  if (result.options.config_file) {
+    if (absl::Status s = ApplyConfigFile(*result.options.config_file, &result.options); !s.ok()) {
+      return s;
+    }
+  }
   if (!defs.num_proc_given()) {
     return absl::InvalidArgumentError("-np/--num-proc is required (see chorusrun --help)");
   }

@@ -5,6 +5,9 @@
 // that word and all after it are the worker command, verbatim ("--" also ends chorusrun's flags).
 // Horovod's single-dash long names (-np, -cb, -hostfile, -prefix-timestamp) are accepted.
 //
+// --config-file FILE is read here (launcher/config_file.h); flags given win over its values, and
+// its values pass the same range checks as flags.
+//
 // Flags chorus does not support yet (--gloo, --jsrun, the elastic ones) parse, and are then
 // rejected with an Unimplemented status saying so. Every other problem (unknown flag, missing or
 // malformed value, value out of range, no command) is InvalidArgument; its message is one line.
@@ -17,6 +20,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+
 #include "launcher/options.h"
 
 namespace chorus::launcher {

@@ -1,8 +1,9 @@
 // File: launcher/child_process.h
 //
 // Runs mpirun as a child of chorusrun: its stdout and stderr come back through one pipe (see
-// launcher/mpirun_output.h for why one), line by line, to `on_line`; SIGINT and SIGTERM sent to chorusrun are forwarded to it. Blocks until the
-// child exits. One child at a time per process (the signal handlers are process-wide).
+// launcher/mpirun_output.h for why one), line by line, to `on_line`; SIGINT and SIGTERM sent to
+// chorusrun are forwarded to it. Blocks until the child exits. One child at a time per process (the
+// signal handlers are process-wide).
 //
 // Thread-safety: call from the main thread only.
 #ifndef CHORUS_LAUNCHER_CHILD_PROCESS_H_
@@ -14,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+
 #include "launcher/mpirun_command.h"
 
 namespace chorus::launcher {

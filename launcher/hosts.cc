@@ -64,9 +64,9 @@ absl::StatusOr<std::vector<HostSlots>> ParseHosts(absl::string_view text) {
     HostSlots h;
     if (colon == absl::string_view::npos || !ValidHostName(entry.substr(0, colon)) ||
         !ParseSlots(entry.substr(colon + 1), &h.slots)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "malformed host '", entry, "' in '", text,
-          "'; expected host:slots with slots in [1, ", kMaxSlots, "] (e.g. host1:2,host2:4)"));
+      return absl::InvalidArgumentError(absl::StrCat("malformed host '", entry, "' in '", text,
+                                                     "'; expected host:slots with slots in [1, ",
+                                                     kMaxSlots, "] (e.g. host1:2,host2:4)"));
     }
     h.host = std::string(entry.substr(0, colon));
     hosts.push_back(std::move(h));
@@ -100,9 +100,8 @@ absl::StatusOr<std::vector<HostSlots>> ParseHostfile(absl::string_view contents,
     if (words.size() == 2) {
       absl::string_view value = words[1];
       if (!absl::ConsumePrefix(&value, "slots=") || !ParseSlots(value, &h.slots)) {
-        return absl::InvalidArgumentError(absl::StrCat(where, "malformed '", words[1],
-                                                       "'; expected slots=N with N in [1, ",
-                                                       kMaxSlots, "]"));
+        return absl::InvalidArgumentError(absl::StrCat(
+            where, "malformed '", words[1], "'; expected slots=N with N in [1, ", kMaxSlots, "]"));
       }
     }
     hosts.push_back(std::move(h));

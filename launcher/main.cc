@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+
 #include "launcher/args.h"
 #include "launcher/check_build.h"
 #include "launcher/child_process.h"
@@ -47,7 +48,8 @@ absl::StatusOr<std::vector<HostSlots>> ResolveHosts(const LaunchOptions& o) {
   std::string source;
   if (o.hosts) {
     absl::StatusOr<std::vector<HostSlots>> parsed = ParseHosts(*o.hosts);
-    if (!parsed.ok()) return absl::InvalidArgumentError(absl::StrCat("-H: ", parsed.status().message()));
+    if (!parsed.ok())
+      return absl::InvalidArgumentError(absl::StrCat("-H: ", parsed.status().message()));
     hosts = *std::move(parsed);
     source = absl::StrCat("-H ", *o.hosts);
   } else if (o.hostfile) {

@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+
 #include "launcher/args.h"
 
 namespace chorus::launcher {
@@ -44,8 +45,7 @@ absl::StatusOr<std::vector<std::string>> BuildMpirunArgv(const LaunchOptions& o,
   if (o.binding_args) {
     absl::StatusOr<std::vector<std::string>> words = ShellSplit(*o.binding_args);
     if (!words.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--binding-args: ", words.status().message()));
+      return absl::InvalidArgumentError(absl::StrCat("--binding-args: ", words.status().message()));
     }
     argv.insert(argv.end(), words->begin(), words->end());
   } else {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+
 #include "launcher/hosts.h"
 #include "launcher/options.h"
 

@@ -5,6 +5,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
 namespace chorus::launcher {
@@ -57,9 +58,13 @@ void FailureScanner::Feed(absl::string_view line) {
     } else if (box_ == Box::kInFirst) {
       // "Primary job terminated normally, but 1 process returned a non-zero exit code" only
       // announces the report that follows it.
-      const bool preamble = !first_message_.empty() && absl::StartsWith(first_message_[0], "Primary job");
+      const bool preamble =
+          !first_message_.empty() && absl::StartsWith(first_message_[0], "Primary job");
       box_ = preamble ? Box::kNone : Box::kDone;
-      if (preamble) first_message_.clear();
+      if (preamble) {
+        if (preamble_.empty()) preamble_ = absl::StrJoin(first_message_, " ");
+        first_message_.clear();
+      }
     }
     return;
   }
@@ -69,7 +74,7 @@ void FailureScanner::Feed(absl::string_view line) {
         box_ = Box::kDone;
       }
     } else {
-      first_message_.emplace_back(text);
+      first_message_.push_back(absl::StrJoin(absl::StrSplit(text, ' ', absl::SkipEmpty()), " "));
     }
   }
   if (absl::ConsumePrefix(&text, "Process name:")) {
@@ -98,6 +103,7 @@ std::optional<std::string> FailureScanner::Cause() const {
   }
   if (signal_report_) return *signal_report_;
   if (!first_message_.empty()) return absl::StrJoin(first_message_, " ");
+  if (!preamble_.empty()) return preamble_;
   return std::nullopt;
 }
 

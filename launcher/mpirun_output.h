@@ -37,8 +37,9 @@ class FailureScanner {
   void Feed(absl::string_view line);
 
   // One line naming what ended the job, e.g. "rank 1 exited with code 3" or "rank 1 on node vm
-  // exited on signal 9 (Killed)", else the first paragraph of mpirun's first message, else
-  // nullopt.
+  // exited on signal 9 (Killed)", else the first paragraph of mpirun's first message, else its
+  // "Primary job terminated normally, but 1 process returned a non-zero exit code..." notice
+  // (Open MPI 4.1 often names no rank when the other ranks exit normally), else nullopt.
   std::optional<std::string> Cause() const;
 
  private:
@@ -48,6 +49,7 @@ class FailureScanner {
   // mpirun's first boxed message (other than "Primary job terminated normally..."): its lines
   // between "-----" rules up to the first blank line.
   std::vector<std::string> first_message_;
+  std::string preamble_;  // the "Primary job terminated normally..." notice
   enum class Box { kNone, kInFirst, kDone } box_ = Box::kNone;
 };
 

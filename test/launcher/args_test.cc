@@ -25,8 +25,8 @@ absl::Status ParseError(const Args& args) {
 }
 
 TEST_CASE("The command starts at the first word that is not a flag", "[launcher][args]") {
-  CommandLine cl = ParseOk({"-np", "4", "-H", "a:2,b:2", "python", "train.py", "-np", "3",
-                            "--verbose"});
+  CommandLine cl =
+      ParseOk({"-np", "4", "-H", "a:2,b:2", "python", "train.py", "-np", "3", "--verbose"});
   CHECK(cl.action == CommandLine::Action::kRun);
   CHECK(cl.options.num_proc == 4);
   CHECK(cl.options.hosts == "a:2,b:2");
@@ -73,15 +73,45 @@ TEST_CASE("Unset flags leave the runtime defaults", "[launcher][args]") {
 }
 
 TEST_CASE("Tuning, stall and library flags parse", "[launcher][args]") {
-  CommandLine cl = ParseOk(
-      {"-np", "2", "--fusion-threshold-mb", "64", "--cycle-time-ms", "2.5", "--cache-capacity",
-       "0", "--no-hierarchical-allreduce", "--hierarchical-allgather", "--no-stall-check",
-       "--stall-check-warning-time-seconds", "30", "--stall-check-shutdown-time-seconds", "90",
-       "--log-level", "DEBUG", "--tcp", "--network-interfaces", "eth0,eth1",
-       "--network-interface", "eth1", "--network-interface", "ib0", "-p", "2222", "-i",
-       "/k/id_rsa", "--output-filename", "/tmp/out", "--prefix-output-with-timestamp",
-       "--start-timeout", "60", "--timeline-filename", "/tmp/t.json", "--timeline-mark-cycles",
-       "--mpi-threads-disable", "--mpi", "prog"});
+  CommandLine cl = ParseOk({"-np",
+                            "2",
+                            "--fusion-threshold-mb",
+                            "64",
+                            "--cycle-time-ms",
+                            "2.5",
+                            "--cache-capacity",
+                            "0",
+                            "--no-hierarchical-allreduce",
+                            "--hierarchical-allgather",
+                            "--no-stall-check",
+                            "--stall-check-warning-time-seconds",
+                            "30",
+                            "--stall-check-shutdown-time-seconds",
+                            "90",
+                            "--log-level",
+                            "DEBUG",
+                            "--tcp",
+                            "--network-interfaces",
+                            "eth0,eth1",
+                            "--network-interface",
+                            "eth1",
+                            "--network-interface",
+                            "ib0",
+                            "-p",
+                            "2222",
+                            "-i",
+                            "/k/id_rsa",
+                            "--output-filename",
+                            "/tmp/out",
+                            "--prefix-output-with-timestamp",
+                            "--start-timeout",
+                            "60",
+                            "--timeline-filename",
+                            "/tmp/t.json",
+                            "--timeline-mark-cycles",
+                            "--mpi-threads-disable",
+                            "--mpi",
+                            "prog"});
   const LaunchOptions& o = cl.options;
   CHECK(o.fusion_threshold_mb == 64);
   CHECK(o.cycle_time_ms == 2.5);
@@ -145,8 +175,7 @@ TEST_CASE("Bad input is one-line InvalidArgument", "[launcher][args]") {
        "--autotune-gaussian-process-noise=1.5 is out"},
       {{"-np", "2", "--log-level", "LOUD", "prog"}, "--log-level=LOUD is not one of"},
       {{"-np", "2", "-H", "a:1", "--hostfile", "f", "prog"}, "excludes"},
-      {{"-np", "2", "--hierarchical-allreduce", "--no-hierarchical-allreduce", "prog"},
-       "excludes"},
+      {{"-np", "2", "--hierarchical-allreduce", "--no-hierarchical-allreduce", "prog"}, "excludes"},
   }));
   INFO("args[0..]: " << args.size());
   absl::Status status = ParseError(args);

@@ -39,7 +39,8 @@ TEST_CASE("ParseHosts names the malformed entry", "[launcher][hosts]") {
   CHECK_THAT(std::string(hosts.status().message()), Catch::Contains("malformed host 'bad'"));
   auto twice = ParseHosts("a:1,a:2");
   REQUIRE_FALSE(twice.ok());
-  CHECK_THAT(std::string(twice.status().message()), Catch::Contains("'a' is listed more than once"));
+  CHECK_THAT(std::string(twice.status().message()),
+             Catch::Contains("'a' is listed more than once"));
 }
 
 TEST_CASE("ParseHostfile reads host slots=N lines with comments", "[launcher][hosts]") {

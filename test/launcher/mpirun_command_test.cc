@@ -30,8 +30,8 @@ TEST_CASE("The default mpirun command", "[launcher][mpirun]") {
   LaunchOptions o = Options({"-np", "2", "prog", "--arg"});
   auto argv = BuildMpirunArgv(o, Job(o, /*as_root=*/false, {{"localhost", 2}}));
   REQUIRE(argv.ok());
-  CHECK(*argv == Args{"mpirun", "--tag-output", "-np", "2", "-H", "localhost:2", "-bind-to",
-                      "none", "-map-by", "slot", "-x", "PATH", "prog", "--arg"});
+  CHECK(*argv == Args{"mpirun", "--tag-output", "-np", "2", "-H", "localhost:2", "-bind-to", "none",
+                      "-map-by", "slot", "-x", "PATH", "prog", "--arg"});
 }
 
 TEST_CASE("As root, mpirun is allowed to run as root", "[launcher][mpirun]") {
@@ -41,19 +41,22 @@ TEST_CASE("As root, mpirun is allowed to run as root", "[launcher][mpirun]") {
   CHECK(job.environment.at("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM") == "1");
   auto argv = BuildMpirunArgv(o, job);
   REQUIRE(argv.ok());
-  CHECK(*argv == Args{"mpirun", "--allow-run-as-root", "--tag-output", "-np", "3", "-H",
-                      "a:2,b:1", "-bind-to", "none", "-map-by", "slot", "-x", "PATH", "prog"});
+  CHECK(*argv == Args{"mpirun", "--allow-run-as-root", "--tag-output", "-np", "3", "-H", "a:2,b:1",
+                      "-bind-to", "none", "-map-by", "slot", "-x", "PATH", "prog"});
   CHECK(Job(o, false, {{"a", 3}}).environment.count("OMPI_ALLOW_RUN_AS_ROOT") == 0);
 }
 
 TEST_CASE("Every flag that reaches mpirun, in order", "[launcher][mpirun]") {
-  LaunchOptions o = Options({"-np", "4", "--tcp", "-p", "2222", "-i", "/k/id", "--network-interfaces",
-                             "eth0,eth1", "--prefix-output-with-timestamp", "--output-filename",
-                             "/tmp/logs", "--fusion-threshold-mb", "32", "--mpi-args",
-                             "-mca btl_tcp_if_exclude lo --report-bindings", "python", "t.py"});
-  const Environment env = {{"PATH", "/bin"},       {"LD_LIBRARY_PATH", "/lib"},
-                           {"PYTHONPATH", "/py"},  {"HOROVOD_CYCLE_TIME", "3"},
-                           {"NCCL_DEBUG", "INFO"}, {"HOME", "/root"},
+  LaunchOptions o = Options(
+      {"-np", "4", "--tcp", "-p", "2222", "-i", "/k/id", "--network-interfaces", "eth0,eth1",
+       "--prefix-output-with-timestamp", "--output-filename", "/tmp/logs", "--fusion-threshold-mb",
+       "32", "--mpi-args", "-mca btl_tcp_if_exclude lo --report-bindings", "python", "t.py"});
+  const Environment env = {{"PATH", "/bin"},
+                           {"LD_LIBRARY_PATH", "/lib"},
+                           {"PYTHONPATH", "/py"},
+                           {"HOROVOD_CYCLE_TIME", "3"},
+                           {"NCCL_DEBUG", "INFO"},
+                           {"HOME", "/root"},
                            {"CHORUS_LOG_LEVEL", "info"}};
   MpirunJob job = Job(o, /*as_root=*/false, {{"h1", 2}, {"h2", 2}}, env);
   auto argv = BuildMpirunArgv(o, job);

@@ -26,10 +26,10 @@ TEST_CASE("Rank tags are rewritten to horovodrun's form", "[launcher][output]") 
 }
 
 TEST_CASE("Lines without a tag are left alone", "[launcher][output]") {
-  const std::string line = GENERATE(as<std::string>{}, "", "plain", "[0]<stdout>:x",
-                                    "[1,0]<stdin>:x", "[1,x]<stdout>:x", "[,0]<stdout>:x",
-                                    "  Process name: [[22100,1],1]",
-                                    std::string(70, 'a') + "[1,0]<stdout>:late");
+  const std::string line =
+      GENERATE(as<std::string>{}, "", "plain", "[0]<stdout>:x", "[1,0]<stdin>:x", "[1,x]<stdout>:x",
+               "[,0]<stdout>:x", "  Process name: [[22100,1],1]",
+               std::string(70, 'a') + "[1,0]<stdout>:late");
   CHECK_FALSE(RewriteRankTag(line));
 }
 
@@ -42,23 +42,30 @@ std::optional<std::string> CauseOf(const std::vector<std::string>& lines) {
 const std::string kRule(74, '-');
 
 TEST_CASE("A worker's non-zero exit is named", "[launcher][output]") {
-  CHECK(CauseOf({kRule, "Primary job  terminated normally, but 1 process returned",
-                 "a non-zero exit code. Per user-direction, the job has been aborted.", kRule,
-                 kRule,
-                 "mpirun detected that one or more processes exited with non-zero status, thus "
-                 "causing",
-                 "the job to be terminated. The first process to do so was:", "",
-                 "  Process name: [[22100,1],1]", "  Exit code:    3", kRule}) ==
-        "rank 1 exited with code 3");
+  CHECK(
+      CauseOf({kRule, "Primary job  terminated normally, but 1 process returned",
+               "a non-zero exit code. Per user-direction, the job has been aborted.", kRule, kRule,
+               "mpirun detected that one or more processes exited with non-zero status, thus "
+               "causing",
+               "the job to be terminated. The first process to do so was:", "",
+               "  Process name: [[22100,1],1]", "  Exit code:    3", kRule}) ==
+      "rank 1 exited with code 3");
 }
 
 TEST_CASE("A worker killed by a signal is named", "[launcher][output]") {
+  CHECK(
+      CauseOf({kRule, "Primary job  terminated normally, but 1 process returned",
+               "a non-zero exit code. Per user-direction, the job has been aborted.", kRule, kRule,
+               "mpirun noticed that process rank 2 with PID 0 on node vm exited on signal 9 "
+               "(Killed).",
+               kRule}) == "rank 2 with PID 0 on node vm exited on signal 9 (Killed)");
+}
+
+TEST_CASE("Without a named rank, mpirun's notice is the cause", "[launcher][output]") {
   CHECK(CauseOf({kRule, "Primary job  terminated normally, but 1 process returned",
-                 "a non-zero exit code. Per user-direction, the job has been aborted.", kRule,
-                 kRule,
-                 "mpirun noticed that process rank 2 with PID 0 on node vm exited on signal 9 "
-                 "(Killed).",
-                 kRule}) == "rank 2 with PID 0 on node vm exited on signal 9 (Killed)");
+                 "a non-zero exit code. Per user-direction, the job has been aborted.", kRule}) ==
+        "Primary job terminated normally, but 1 process returned a non-zero exit code. "
+        "Per user-direction, the job has been aborted.");
 }
 
 TEST_CASE("Otherwise mpirun's first message is the cause", "[launcher][output]") {

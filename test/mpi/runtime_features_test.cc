@@ -242,6 +242,9 @@ TEST_CASE("shutdown and re-init: pending ops abort, FailedPrecondition in betwee
       return sum;
     }) == "");
   }
+  // Shutdown on any rank stops every rank (as in Horovod): the ranks outside the set must not
+  // shut down before the members are done, so everyone meets once more.
+  CheckRuntimeStillWorks("features.reinit.after_set", topo);
 
   // Back to the default configuration: the init-time set is gone.
   CHORUS_CHECK_OK(Shutdown());

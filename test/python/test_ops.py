@@ -313,3 +313,31 @@ def test_grouped_reducescatter():
     outs = hvd.grouped_reducescatter([a[rank], b[rank]], op=hvd.Sum, name="rs_grp")
     check_close(outs[0], expected_reduce(a, hvd.Sum)[rank:rank + 1], torch.float32)
     check_close(outs[1], expected_reduce(b, hvd.Sum)[2 * rank:2 * rank + 2], torch.int32)
+
+
+def test_duplicate_in_flight_name_rejected():
+    # Rank 0's "dup_name" cannot complete before the check: the other ranks submit it only
+    # after "dup_gate", which rank 0 submits after the check.
+    if hvd.rank() == 0:
+        h = hvd.allreduce_async(torch.ones(3), op=hvd.Sum, name="dup_name")
+        if hvd.size() > 1:
+            with pytest.raises(ValueError, match="dup_name"):
+                hvd.allreduce_async(torch.ones(3), op=hvd.Sum, name="dup_name")
+        hvd.allreduce(torch.ones(1), name="dup_gate")
+    else:
+        hvd.allreduce(torch.ones(1), name="dup_gate")
+        h = hvd.allreduce_async(torch.ones(3), op=hvd.Sum, name="dup_name")
+    assert hvd.synchronize(h).tolist() == [float(hvd.size())] * 3
+
+
+def test_broadcast_bad_root_rejected():
+    with pytest.raises(ValueError):
+        hvd.broadcast(torch.ones(2), root_rank=hvd.size(), name="bad_root")
+
+
+def test_alltoall_bad_splits_rejected():
+    size = hvd.size()
+    with pytest.raises(ValueError):
+        hvd.alltoall(torch.ones(size, 2), splits=[1] * (size + 1), name="bad_splits_count")
+    with pytest.raises(ValueError):
+        hvd.alltoall(torch.ones(size, 2), splits=[2] * size, name="bad_splits_sum")

@@ -33,15 +33,19 @@ def train_reference(make_opt):
     return model
 
 
-def train_distributed(make_opt, compression=hvd.Compression.none):
+def train_distributed(make_opt, compression=hvd.Compression.none, **kwargs):
     rank, size = hvd.rank(), hvd.size()
     model = make_model(100 + rank)  # different init per rank: broadcast_parameters fixes it
     if rank == 0:
         model.load_state_dict(make_model(0).state_dict())
     opt = make_opt(model.parameters())
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    groups = kwargs.pop("groups", None)
+    if groups == "explicit":  # first and last layer together, the middle one alone
+        params = list(model.parameters())
+        groups = [[params[0], params[3]], [params[1], params[2]]]
     opt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters(),
-                                   compression=compression)
+                                   compression=compression, groups=groups, **kwargs)
     hvd.broadcast_optimizer_state(opt, root_rank=0)
     x, y = full_batch()
     shard = BATCH // size
@@ -68,6 +72,78 @@ def test_data_parallel_matches_single_process(name):
         assert torch.allclose(a, b, rtol=1e-9, atol=1e-10), n
     # Sanity: training moved the weights.
     assert not torch.allclose(make_model(0)[0].weight, dist[0].weight)
+
+
+@pytest.mark.parametrize("groups", [1, 2, "explicit"])
+def test_grouped_gradients_match_single_process(groups):
+    ref = train_reference(OPTIMIZERS["momentum"])
+    dist = train_distributed(OPTIMIZERS["momentum"], groups=groups)
+    for (n, a), (_, b) in zip(ref.named_parameters(), dist.named_parameters()):
+        assert torch.allclose(a, b, rtol=1e-9, atol=1e-10), n
+
+
+def test_num_groups_deprecated_spelling():
+    with pytest.warns(DeprecationWarning):
+        dist = train_distributed(OPTIMIZERS["sgd"], num_groups=2)
+    ref = train_reference(OPTIMIZERS["sgd"])
+    for a, b in zip(ref.parameters(), dist.parameters()):
+        assert torch.allclose(a, b, rtol=1e-9, atol=1e-10)
+
+
+def test_backward_passes_per_step_accumulates_locally():
+    # Two backward passes per step on halves of the shard equal one reference step whose
+    # loss is the sum over the two micro-batches (each one the concatenation of every
+    # rank's half).
+    rank, size = hvd.rank(), hvd.size()
+    shard = BATCH // size
+    half = shard // 2
+    x, y = full_batch()
+
+    def micro(r, k):
+        lo = r * shard + k * half
+        return slice(lo, lo + half)
+
+    ref = make_model(0)
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    for s in range(STEPS):
+        ref_opt.zero_grad()
+        for k in range(2):
+            xs = torch.cat([x[s, micro(r, k)] for r in range(size)])
+            ys = torch.cat([y[s, micro(r, k)] for r in range(size)])
+            torch.nn.functional.mse_loss(ref(xs), ys).backward()
+        ref_opt.step()
+
+    model = make_model(0)
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                   named_parameters=model.named_parameters(),
+                                   backward_passes_per_step=2)
+    for s in range(STEPS):
+        opt.zero_grad()
+        for k in range(2):
+            loss = torch.nn.functional.mse_loss(model(x[s, micro(rank, k)]),
+                                                y[s, micro(rank, k)])
+            loss.backward()
+        opt.step()
+    for a, b in zip(ref.parameters(), model.parameters()):
+        assert torch.allclose(a, b, rtol=1e-9, atol=1e-10)
+
+
+def test_gradient_predivide_factor_and_sum():
+    model = make_model(0)
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.0),
+                                   named_parameters=model.named_parameters(),
+                                   gradient_predivide_factor=2.0)
+    ones = torch.ones(2, 5, dtype=torch.float64)
+    model(ones * (hvd.rank() + 1)).sum().backward()
+    local = [p.grad.clone() for p in model.parameters()]
+    opt.step()
+    everyone = [hvd.allgather(g.unsqueeze(0), name="predivide.%d" % i)
+                for i, g in enumerate(local)]
+    for p, e in zip(model.parameters(), everyone):
+        assert torch.allclose(p.grad, e.mean(0))
+    with pytest.raises(ValueError):
+        hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), op=hvd.Sum,
+                                 gradient_predivide_factor=2.0)
 
 
 def test_fp16_compression_close():

@@ -112,8 +112,11 @@ struct InitOptions {
 // rank calls it. Calling it again while initialised is a no-op returning OK.
 absl::Status Init(const InitOptions& options = {});
 
-// Stops the runtime. Ops still pending complete with Aborted. Collective. Safe to call when not
-// initialised (no-op). Init may be called again afterwards.
+// Stops the runtime. As in Horovod, a shutdown on any rank stops every rank after the current
+// cycle: ops still pending anywhere complete with Aborted, and later ops on the other ranks get
+// FailedPrecondition until they shut down too. So every rank should call it, after its last
+// op. Blocks until this rank's background thread has stopped. Safe to call when not initialised
+// (no-op). Init may be called again afterwards (collectively).
 absl::Status Shutdown();
 
 bool IsInitialized();

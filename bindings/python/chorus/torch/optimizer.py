@@ -53,14 +53,47 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self.gradient_predivide_factor = gradient_predivide_factor
         self.sparse_as_dense = sparse_as_dense
         self.process_set = process_set
-        self._groups = groups  # accepted; gradients are reduced one tensor per op for now
-        self._handles = {}
+        self._handles = {}  # parameter or tuple of parameters (a group) -> (handle, ctx)
+        self._p_to_group = {}
+        self._group_counts = {}
+        self._groups = self._make_groups(groups, named_parameters)
+        for group in self._groups:
+            for p in group:
+                self._p_to_group[p] = group
+            self._group_counts[group] = 0
         self._grad_accs = []
         self._requires_update = set()
         self._synchronized = False
         self._should_synchronize = True
         if self.process_set.included():
             self._register_hooks()
+
+    def _make_groups(self, groups, named_parameters):
+        """Tuples of parameters whose gradients are reduced as one grouped allreduce."""
+        if groups is None or groups == 0:
+            return []
+        if isinstance(groups, int):
+            params = [v for _, v in named_parameters if v.requires_grad]
+            n = min(groups, len(params))
+            if n == 0:
+                return []
+            size, extra = divmod(len(params), n)
+            out, start = [], 0
+            for i in range(n):
+                end = start + size + (1 if i < extra else 0)
+                out.append(tuple(params[start:end]))
+                start = end
+            return [g for g in out if g]
+        out = []
+        for group in groups:
+            group = tuple(p for p in group if p.requires_grad)
+            for p in group:
+                if p not in self._parameter_names:
+                    raise ValueError("groups contains a tensor that is not a parameter of "
+                                     "the optimizer")
+            if group:
+                out.append(group)
+        return out
 
     def set_backward_passes_per_step(self, passes):
         self.backward_passes_per_step = passes
@@ -103,6 +136,27 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                                           process_set=self.process_set)
         return handle, ctx
 
+    def _grouped_allreduce_grad_async(self, group):
+        """One grouped allreduce of the group's gradients, named after its first parameter."""
+        tensors, ctxs = [], []
+        for p in group:
+            if p.grad is None:
+                p.grad = p.data.new(p.size()).zero_()
+            compressed, ctx = self._compression.compress(p.grad)
+            tensors.append(compressed)
+            ctxs.append(ctx)
+        if self.op == mpi_ops.Average:
+            prescale_factor = 1.0 / self.gradient_predivide_factor
+            postscale_factor = self.gradient_predivide_factor
+        else:
+            prescale_factor = 1.0
+            postscale_factor = 1.0
+        handle = mpi_ops.grouped_allreduce_async_(
+            tensors, name="group." + self._parameter_names[group[0]], op=self.op,
+            prescale_factor=prescale_factor, postscale_factor=postscale_factor,
+            process_set=self.process_set)
+        return handle, ctxs
+
     def _make_hook(self, p):
         def hook(*ignore):
             if p in self._handles and self._handles[p][0] is not None:
@@ -116,7 +170,17 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             handle, ctx = None, None
             self._allreduce_delay[p] -= 1
             if self._allreduce_delay[p] == 0:
-                handle, ctx = self._allreduce_grad_async(p)
+                group = self._p_to_group.get(p)
+                if group is not None:
+                    self._group_counts[group] += 1
+                    if self._group_counts[group] == len(group):
+                        self._group_counts[group] = 0
+                        for gp in group:
+                            self._handles.pop(gp, None)
+                        self._handles[group] = self._grouped_allreduce_grad_async(group)
+                        return
+                else:
+                    handle, ctx = self._allreduce_grad_async(p)
             self._handles[p] = (handle, ctx)
         return hook
 
@@ -125,19 +189,32 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if not self.process_set.included():
             self._synchronized = True
             return
-        missing_p = self._requires_update - set(self._handles.keys())
-        # Sorted by name so that every rank submits the missing ones in the same order.
-        for p in sorted(missing_p, key=lambda q: self._parameter_names.get(q)):
+        # Submit what the hooks did not: gradients not computed on this rank (zeros) and
+        # groups not complete yet. Names make the order irrelevant across ranks.
+        launched = set()
+        for key, (handle, _) in self._handles.items():
+            if handle is not None:
+                launched.update(key if isinstance(key, tuple) else (key,))
+        for group in self._groups:
+            if not set(group) <= launched:
+                for gp in group:
+                    self._handles.pop(gp, None)
+                self._handles[group] = self._grouped_allreduce_grad_async(group)
+                self._group_counts[group] = 0
+                launched.update(group)
+        for p in self._requires_update - launched:
             self._handles[p] = self._allreduce_grad_async(p)
-        for p, (handle, ctx) in list(self._handles.items()):
-            if handle is None:
-                self._handles[p] = self._allreduce_grad_async(p)
-        for p, (handle, ctx) in self._handles.items():
+        for key, (handle, ctx) in self._handles.items():
             output = mpi_ops.synchronize(handle)
-            self._allreduce_delay[p] = self.backward_passes_per_step
-            decompressed = self._compression.decompress(output, ctx)
-            if decompressed is not p.grad:
-                p.grad.set_(decompressed)
+            if isinstance(key, tuple):
+                params, outputs, ctxs = key, output, ctx
+            else:
+                params, outputs, ctxs = (key,), (output,), (ctx,)
+            for p, out, c in zip(params, outputs, ctxs):
+                self._allreduce_delay[p] = self.backward_passes_per_step
+                decompressed = self._compression.decompress(out, c)
+                if decompressed is not p.grad:
+                    p.grad.set_(decompressed)
         self._handles.clear()
         self._synchronized = True
 
@@ -183,19 +260,26 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
                          sparse_as_dense=False, process_set=global_process_set):
     """Wraps `optimizer` so that step() applies gradients averaged (op) over the process set.
 
-    num_groups / groups are accepted for compatibility; each gradient is still reduced by
-    its own op (the runtime fuses them).
+    groups: a list of lists of parameters, or a number of groups to split the parameters
+    into (num_groups is its deprecated spelling); each group's gradients are reduced by one
+    grouped allreduce once all of them are ready.
     """
     if gradient_predivide_factor != 1.0 and op != mpi_ops.Average:
         raise ValueError("gradient_predivide_factor not supported with op != Average")
     if op == mpi_ops.Adasum:
         raise ValueError("op=Adasum is not supported by chorus yet")
-    if num_groups != 0 and groups is not None:
-        raise ValueError("num_groups and groups are mutually exclusive")
+    if num_groups != 0:
+        warnings.warn("Parameter `num_groups` has been replaced by `groups` and will be "
+                      "removed in v0.23.0.", DeprecationWarning)
+        if groups is None:
+            groups = num_groups
     if groups is not None:
-        if not (isinstance(groups, list) or groups > 0):
+        if not (isinstance(groups, list) or (isinstance(groups, int) and groups > 0)):
             raise ValueError("groups should be a non-negative integer or a list of lists of "
                              "torch.Tensor")
+        if isinstance(groups, list):
+            if any(not isinstance(g, (list, tuple)) for g in groups):
+                raise ValueError("groups should be a list of lists of torch.Tensor")
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
                dict(_DistributedOptimizer.__dict__))
     return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step,

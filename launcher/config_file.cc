@@ -1,0 +1,155 @@
+#include "launcher/config_file.h"
+
+#include <fstream>
+#include <functional>
+#include <map>
+#include <optional>
+#include <sstream>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+
+#include <yaml-cpp/yaml.h>
+
+namespace chorus::launcher {
+namespace {
+
+// Reads one scalar into an unset optional. yaml-cpp reports type errors by throwing; the throw
+// stays inside this function.
+template <typename T>
+absl::Status Fill(const YAML::Node& node, const std::string& where, std::optional<T>* out) {
+  if (out->has_value() || node.IsNull()) return absl::OkStatus();
+  if (!node.IsScalar()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": expected a single value"));
+  }
+  try {
+    *out = node.as<T>();
+  } catch (const YAML::Exception&) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": cannot read '", node.Scalar(), "' as the expected type"));
+  }
+  return absl::OkStatus();
+}
+
+using KeyHandler = std::function<absl::Status(const YAML::Node&, const std::string&)>;
+
+absl::Status ApplySection(const YAML::Node& section, const std::string& where,
+                          const std::map<std::string, KeyHandler>& keys) {
+  if (section.IsNull()) return absl::OkStatus();
+  if (!section.IsMap()) return absl::InvalidArgumentError(absl::StrCat(where, ": expected a map"));
+  for (const auto& entry : section) {
+    const std::string key = entry.first.as<std::string>();
+    const std::string key_where = absl::StrCat(where, ".", key);
+    auto it = keys.find(key);
+    if (it == keys.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(key_where, ": unknown key"));
+    }
+    if (absl::Status s = it->second(entry.second, key_where); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+template <typename T>
+KeyHandler Into(std::optional<T>* out) {
+  return [out](const YAML::Node& node, const std::string& where) { return Fill(node, where, out); };
+}
+
+// A boolean stored inverted (stall_check.enabled -> no_stall_check).
+KeyHandler Inverted(std::optional<bool>* out) {
+  return [out](const YAML::Node& node, const std::string& where) {
+    std::optional<bool> value;
+    if (absl::Status s = Fill(node, where, &value); !s.ok()) return s;
+    if (value && !out->has_value()) *out = !*value;
+    return absl::OkStatus();
+  };
+}
+
+absl::Status Apply(const YAML::Node& root, const std::string& file, LaunchOptions* o) {
+  if (root.IsNull()) return absl::OkStatus();
+  if (!root.IsMap()) return absl::InvalidArgumentError(absl::StrCat(file, ": expected a map"));
+  std::optional<int> ccl_bgt_affinity;  // read for its type, then ignored
+  const std::map<std::string, std::map<std::string, KeyHandler>> sections = {
+      {"params",
+       {{"fusion_threshold_mb", Into(&o->fusion_threshold_mb)},
+        {"cycle_time_ms", Into(&o->cycle_time_ms)},
+        {"cache_capacity", Into(&o->cache_capacity)},
+        {"hierarchical_allreduce", Into(&o->hierarchical_allreduce)},
+        {"hierarchical_allgather", Into(&o->hierarchical_allgather)}}},
+      {"autotune",
+       {{"enabled", Into(&o->autotune)},
+        {"log_file", Into(&o->autotune_log_file)},
+        {"warmup_samples", Into(&o->autotune_warmup_samples)},
+        {"steps_per_sample", Into(&o->autotune_steps_per_sample)},
+        {"bayes_opt_max_samples", Into(&o->autotune_bayes_opt_max_samples)},
+        {"gaussian_process_noise", Into(&o->autotune_gaussian_process_noise)}}},
+      {"timeline",
+       {{"filename", Into(&o->timeline_filename)},
+        {"mark_cycles", Into(&o->timeline_mark_cycles)}}},
+      {"stall_check",
+       {{"enabled", Inverted(&o->no_stall_check)},
+        {"warning_time_seconds", Into(&o->stall_check_warning_time_seconds)},
+        {"shutdown_time_seconds", Into(&o->stall_check_shutdown_time_seconds)}}},
+      {"library_options",
+       {{"mpi_threads_disable", Into(&o->mpi_threads_disable)},
+        {"num_nccl_streams", Into(&o->num_nccl_streams)},
+        {"ccl_bgt_affinity", Into(&ccl_bgt_affinity)},
+        {"gloo_timeout_seconds", Into(&o->gloo_timeout_seconds)}}},
+      {"logging",
+       {{"level", Into(&o->log_level)},
+        {"with_timestamp", Into(&o->log_with_timestamp)},
+        {"hide_timestamp", Inverted(&o->log_with_timestamp)}}},
+  };
+  for (const auto& entry : root) {
+    const std::string name = entry.first.as<std::string>();
+    const std::string where = absl::StrCat(file, ": ", name);
+    if (name == "controller") {
+      std::optional<std::string> controller;
+      if (absl::Status s = Fill(entry.second, where, &controller); !s.ok()) return s;
+      const std::string lower = absl::AsciiStrToLower(controller.value_or("mpi"));
+      if (lower == "gloo") {
+        return absl::UnimplementedError(
+            absl::StrCat(where, ": MPI-less mode (gloo) is not available yet; use mpi"));
+      }
+      if (lower != "mpi") {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ": no such controller '", *controller, "' (expected mpi)"));
+      }
+      continue;
+    }
+    auto it = sections.find(name);
+    if (it == sections.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": unknown section"));
+    }
+    if (absl::Status s = ApplySection(entry.second, where, it->second); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ApplyConfigYaml(const std::string& text, const std::string& file_name,
+                             LaunchOptions* options) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(file_name, ": not valid YAML: line ", e.mark.line + 1, ": ", e.msg));
+  }
+  try {
+    return Apply(root, file_name, options);
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(file_name, ": ", e.msg));
+  }
+}
+
+absl::Status ApplyConfigFile(const std::string& path, LaunchOptions* options) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read --config-file '", path, "'"));
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return ApplyConfigYaml(buffer.str(), path, options);
+}
+
+}  // namespace chorus::launcher
