@@ -1,6 +1,9 @@
 // The process-wide C++ API (chorus/chorus.h): one Runtime over MPI in a guarded slot.
 #include <memory>
 #include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
 
 #include "chorus/chorus.h"
 #include "runtime/common/logging.h"
@@ -47,14 +50,27 @@ log::Level ParseLevel(const std::string& name) {
 absl::Status Init(const InitOptions& options) {
   MutexLock lock(&SlotMutex());
   if (Slot() != nullptr) return absl::OkStatus();
-  CHORUS_ASSIGN_OR_RETURN(runtime::Config config, runtime::Config::FromEnvironment());
-  log::SetLevel(ParseLevel(config.log_level));
+  absl::StatusOr<runtime::Config> config = runtime::Config::FromEnvironment();
+  if (config.ok()) log::SetLevel(ParseLevel(config->log_level));
   CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<runtime::MpiController> controller,
                           runtime::MpiController::Create(options.mpi_comm));
-  log::SetRankTag(controller->topology().rank, controller->topology().local_rank);
+  const Topology topology = controller->topology();
+  log::SetRankTag(topology.rank, topology.local_rank);
+  // A bad variable on one rank must fail init on every rank, not leave the others waiting.
+  std::vector<uint64_t> config_ok = {config.ok() ? ~uint64_t{0} : 0};
+  CHORUS_RETURN_IF_ERROR(controller->AllreduceBitAnd(absl::MakeSpan(config_ok)));
+  if (!config.ok()) {
+    return absl::Status(config.status().code(),
+                        absl::StrCat("rank ", topology.rank, ": ", config.status().message()));
+  }
+  if (config_ok[0] == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("chorus init failed on another rank (rank ", topology.rank,
+                     " is fine): a CHORUS_*/HOROVOD_* variable there is invalid; see its error"));
+  }
   CHORUS_ASSIGN_OR_RETURN(
       std::unique_ptr<runtime::Runtime> rt,
-      runtime::Runtime::Create(std::move(config), std::move(controller), options.process_sets));
+      runtime::Runtime::Create(*std::move(config), std::move(controller), options.process_sets));
   Slot() = std::move(rt);
   return absl::OkStatus();
 }

@@ -62,5 +62,21 @@ TEST_CASE("a lost peer ends the job with a message naming it", "[.][peer_death]"
   }
 }
 
+// Run with a malformed CHORUS_CYCLE_TIME_MS on rank 1 only (mpirun's per-rank environment):
+// init must fail on EVERY rank, naming the variable where it is bad, and nobody may hang.
+TEST_CASE("a bad variable on one rank fails init on every rank", "[.][bad_env]") {
+  const absl::Status st = Init();
+  int rank = -1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  INFO(st.ToString());
+  CHECK(absl::IsInvalidArgument(st));
+  if (rank == 1) {
+    CHECK(st.message().find("CHORUS_CYCLE_TIME_MS") != absl::string_view::npos);
+  } else {
+    CHECK(st.message().find("another rank") != absl::string_view::npos);
+  }
+  CHECK_FALSE(IsInitialized());
+}
+
 }  // namespace
 }  // namespace chorus

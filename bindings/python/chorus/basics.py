@@ -4,6 +4,7 @@ Thread-safety: these functions may be called from any thread; init and shutdown 
 collective (every rank calls them).
 """
 
+import atexit
 import warnings
 
 from chorus import _C
@@ -30,6 +31,10 @@ def init(comm=None, process_sets=None):
     (the string "dynamic" is accepted and ignored: sets can always be added later).
     """
     global _topology
+    if _C.is_initialized():
+        if process_sets:
+            warnings.warn("chorus.init: already initialized; process_sets ignored")
+        return
     if comm is not None:
         warnings.warn("chorus.init: the comm argument is not supported and is ignored; "
                       "chorus runs on MPI_COMM_WORLD")
@@ -40,6 +45,13 @@ def init(comm=None, process_sets=None):
     _C.init([list(ps.ranks) for ps in sets])
     _topology = _C.topology()
     _ps._setup(sets)
+
+
+@atexit.register
+def _shutdown_at_exit():
+    # Like Horovod: a script that never calls shutdown() still stops the runtime cleanly.
+    if _C.is_initialized():
+        _C.shutdown()
 
 
 def shutdown():
