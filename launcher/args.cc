@@ -4,6 +4,9 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
+#include <optional>
+#include <string>
 #include <utility>
 
 #include "absl/status/status.h"

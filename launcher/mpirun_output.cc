@@ -103,7 +103,16 @@ std::optional<std::string> FailureScanner::Cause() const {
   }
   if (signal_report_) return *signal_report_;
   if (!first_message_.empty()) return absl::StrJoin(first_message_, " ");
-  if (!preamble_.empty()) return preamble_;
+  if (!preamble_.empty()) {
+    // "Primary job terminated normally, but 1 process returned a non-zero exit code. Per ..."
+    const size_t but = preamble_.find("but ");
+    const size_t end = preamble_.find(" exit code");
+    if (but != std::string::npos && end != std::string::npos && but < end) {
+      return absl::StrCat(preamble_.substr(but + 4, end + 10 - but - 4),
+                          " (mpirun did not name the rank)");
+    }
+    return preamble_;
+  }
   return std::nullopt;
 }
 

@@ -37,9 +37,11 @@ class FailureScanner {
   void Feed(absl::string_view line);
 
   // One line naming what ended the job, e.g. "rank 1 exited with code 3" or "rank 1 on node vm
-  // exited on signal 9 (Killed)", else the first paragraph of mpirun's first message, else its
-  // "Primary job terminated normally, but 1 process returned a non-zero exit code..." notice
-  // (Open MPI 4.1 often names no rank when the other ranks exit normally), else nullopt.
+  // exited on signal 9 (Killed)", else the first paragraph of mpirun's first message, else what
+  // its "Primary job terminated normally, but 1 process returned a non-zero exit code" notice
+  // says ("1 process returned a non-zero exit code (mpirun did not name the rank)"), else
+  // nullopt. Open MPI 4.1 does not always print the report naming the rank: whether it does
+  // races with the other ranks' ends, so callers must accept either form.
   std::optional<std::string> Cause() const;
 
  private:

@@ -9,7 +9,8 @@ PACKAGES=(
   libprotobuf-dev protobuf-compiler
   libabsl-dev
   catch2
-  libcli11-dev nlohmann-json3-dev
+  libcli11-dev nlohmann-json3-dev libyaml-cpp-dev
+  pybind11-dev python3-dev python3-pytest python3-torch python3-numpy
 )
 
 missing=()

@@ -129,13 +129,17 @@ def test_backward_passes_per_step_accumulates_locally():
 
 
 def test_gradient_predivide_factor_and_sum():
+    ones = torch.ones(2, 5, dtype=torch.float64)
+    # The local gradient, computed on a copy without hooks (p.grad of the wrapped model is
+    # being reduced in place as soon as backward produces it).
+    plain = make_model(0)
+    plain(ones * (hvd.rank() + 1)).sum().backward()
+    local = [p.grad.clone() for p in plain.parameters()]
     model = make_model(0)
     opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.0),
                                    named_parameters=model.named_parameters(),
                                    gradient_predivide_factor=2.0)
-    ones = torch.ones(2, 5, dtype=torch.float64)
     model(ones * (hvd.rank() + 1)).sum().backward()
-    local = [p.grad.clone() for p in model.parameters()]
     opt.step()
     everyone = [hvd.allgather(g.unsqueeze(0), name="predivide.%d" % i)
                 for i, g in enumerate(local)]
