@@ -19,5 +19,8 @@ from chorus.torch.mpi_ops import (allgather, allgather_async, allreduce, allredu
                                   grouped_allreduce, grouped_allreduce_,
                                   grouped_allreduce_async, grouped_allreduce_async_,
                                   grouped_reducescatter, grouped_reducescatter_async, join,
-                                  poll, reducescatter, reducescatter_async, synchronize)
+                                  poll, reducescatter, reducescatter_async,
+                                  sparse_allreduce_async, start_timeline, stop_timeline,
+                                  synchronize)
 from chorus.torch.optimizer import DistributedOptimizer
+from chorus.torch.sync_batch_norm import SyncBatchNorm

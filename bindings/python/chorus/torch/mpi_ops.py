@@ -613,6 +613,8 @@ def join(device=-1):
 
 def poll(handle):
     """True when the op behind `handle` has completed (synchronize will not block)."""
+    if isinstance(handle, _SparseHandle):
+        return handle.poll()
     return _handles.poll(handle)
 
 
@@ -621,4 +623,71 @@ def synchronize(handle):
 
     Raises HorovodInternalError when the op failed.
     """
+    if isinstance(handle, _SparseHandle):
+        return handle()
     return _handles.synchronize(handle)
+
+
+# ---------------------------------------------------------------------------------------------
+# sparse allreduce
+
+
+class _SparseHandle:
+    """The handle of sparse_allreduce_async: call it (or synchronize it) once for the result.
+
+    Like Horovod's, it is a callable; chorus's synchronize and poll accept it too.
+    """
+
+    def __init__(self, tensor, indices_handle, values_handle, op, process_set):
+        self._tensor = tensor
+        self._indices_handle = indices_handle
+        self._values_handle = values_handle
+        self._op = op
+        self._process_set = process_set
+
+    def poll(self):
+        return _handles.poll(self._values_handle) and _handles.poll(self._indices_handle)
+
+    def __call__(self):
+        t = self._tensor
+        values = _handles.synchronize(self._values_handle)
+        indices = _handles.synchronize(self._indices_handle)
+        if self._op == Average:
+            values = values / self._process_set.size()
+        if indices.dim() == 0 or values.dim() == 0:
+            return t.new().resize_as_(t)
+        return torch.sparse_coo_tensor(indices.transpose(0, 1), values, t.size())
+
+
+def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
+    """Starts reducing the sparse COO `tensor` (op Sum or Average) over the process set.
+
+    Implemented like Horovod: an allgather of every rank's indices and one of its values, so
+    the result is uncoalesced (duplicate indices add up when used or coalesced). Returns a
+    callable handle; handle() or synchronize(handle) gives the reduced sparse tensor.
+    """
+    if not isinstance(tensor, torch.Tensor) or not tensor.is_sparse:
+        raise ValueError("sparse_allreduce_async expects a sparse COO tensor")
+    if op not in (Sum, Average):
+        raise ValueError("sparse_allreduce_async supports op Sum and Average only")
+    _dtype_code(tensor)
+    indices = tensor._indices().transpose(0, 1).contiguous()
+    values = tensor._values().contiguous()
+    indices_handle = allgather_async(indices, name="%s.indices" % name,
+                                     process_set=process_set)
+    values_handle = allgather_async(values, name="%s.values" % name, process_set=process_set)
+    return _SparseHandle(tensor, indices_handle, values_handle, op, process_set)
+
+
+# ---------------------------------------------------------------------------------------------
+# timeline
+
+
+def start_timeline(file_path, mark_cycles=False):
+    """horovod's start_timeline; this chorus build has no timeline: raises NotImplementedError."""
+    raise NotImplementedError("timelines are not available in this chorus build")
+
+
+def stop_timeline():
+    """horovod's stop_timeline; this chorus build has no timeline: raises NotImplementedError."""
+    raise NotImplementedError("timelines are not available in this chorus build")
