@@ -10,7 +10,8 @@ PACKAGES=(
   libabsl-dev
   catch2
   libcli11-dev nlohmann-json3-dev libyaml-cpp-dev
-  pybind11-dev python3-dev python3-pytest python3-torch python3-numpy
+  pybind11-dev python3-dev python3-pytest python3-torch python3-numpy python3-torchvision
+  python3-mpi4py
 )
 
 missing=()
