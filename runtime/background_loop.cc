@@ -104,15 +104,31 @@ absl::Status BackgroundLoop::Handshake(const std::vector<std::vector<int32_t>>& 
   mine.cache_capacity = config_.cache_capacity;
   std::string bytes = SerializeSharedConfig(mine);
   CHORUS_RETURN_IF_ERROR(controller_->BroadcastFromRoot(&bytes));
-  CHORUS_ASSIGN_OR_RETURN(shared_, ParseSharedConfig(bytes));
-  if (shared_.protocol_version != kProtocolVersion) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("rank 0 speaks chorus protocol ", shared_.protocol_version, ", rank ",
-                     topology_.rank, " speaks ", kProtocolVersion, ": mixed chorus versions"));
-  }
+  // Init-time process sets must be the same everywhere: compare with rank 0's.
+  auto render_sets = [](const std::vector<std::vector<int32_t>>& sets) {
+    std::vector<std::string> parts;
+    for (const auto& set : sets) parts.push_back(absl::StrCat("[", absl::StrJoin(set, ", "), "]"));
+    return absl::StrCat("[", absl::StrJoin(parts, ", "), "]");
+  };
+  const std::string my_sets = render_sets(process_sets);
+  std::string root_sets = my_sets;
+  CHORUS_RETURN_IF_ERROR(controller_->BroadcastFromRoot(&root_sets));
 
-  // Init-time process sets must be valid on every rank before any is created.
+  // Every problem found here is agreed on below, so that all ranks fail together.
   std::string problem;
+  absl::StatusOr<SharedConfig> parsed = ParseSharedConfig(bytes);
+  if (!parsed.ok()) {
+    problem = absl::StrCat("malformed configuration from rank 0: ", parsed.status().ToString());
+  } else if (parsed->protocol_version != kProtocolVersion) {
+    problem = absl::StrCat("rank 0 speaks chorus protocol ", parsed->protocol_version, ", rank ",
+                           topology_.rank, " speaks ", kProtocolVersion, ": mixed chorus versions");
+  } else {
+    shared_ = *parsed;
+  }
+  if (problem.empty() && root_sets != my_sets) {
+    problem = absl::StrCat("init-time process sets differ: rank 0 has ", root_sets, ", rank ",
+                           topology_.rank, " has ", my_sets);
+  }
   for (size_t i = 0; i < process_sets.size() && problem.empty(); ++i) {
     const std::vector<int32_t>& ranks = process_sets[i];
     bool ok = !ranks.empty() && std::is_sorted(ranks.begin(), ranks.end()) &&
@@ -128,7 +144,7 @@ absl::Status BackgroundLoop::Handshake(const std::vector<std::vector<int32_t>>& 
   CHORUS_RETURN_IF_ERROR(controller_->AllreduceBitAnd(absl::MakeSpan(valid)));
   if (valid[0] == 0) {
     return absl::InvalidArgumentError(
-        problem.empty() ? "invalid init-time process sets on another rank" : problem);
+        problem.empty() ? "chorus init failed on another rank (see its error)" : problem);
   }
 
   cache_ = std::make_unique<ResponseCache>(shared_.cache_capacity);
@@ -171,6 +187,17 @@ int BackgroundLoop::SetSize(int32_t id) const {
 void BackgroundLoop::TakeNewEntries(std::vector<int32_t>* invalid_bits) {
   for (std::unique_ptr<TensorEntry>& owned : queue_->DrainAll()) {
     TensorEntry* entry = owned.get();
+    if (entry->request.type == OpType::kJoin) {
+      if (local_join_ != nullptr) {
+        completed_names_.push_back(entry->request.name);
+        completed_results_.push_back(StatusResult(absl::InvalidArgumentError(absl::StrCat(
+            "join '", entry->request.name, "': this rank already has join '",
+            local_join_->request.name, "' in flight; a rank joins once until the join completes"))));
+        completed_.push_back(std::move(owned));
+        continue;
+      }
+      local_join_ = entry;
+    }
     pending_[entry->request.name] = std::move(owned);
     if (cache_->capacity() > 0 && entry->request.group_key.empty() && joined_ranks_.empty() &&
         IsDataOp(entry->request.type)) {
@@ -182,14 +209,19 @@ void BackgroundLoop::TakeNewEntries(std::vector<int32_t>* invalid_bits) {
       }
       if (lookup.state == ResponseCache::State::kInvalid) invalid_bits->push_back(lookup.bit);
     }
-    unsent_.push_back(entry);
+    MarkUnsent(entry);
   }
+}
+
+void BackgroundLoop::MarkUnsent(TensorEntry* entry) {
+  entry->in_unsent = true;
+  unsent_.push_back(entry);
 }
 
 void BackgroundLoop::Uncache(TensorEntry* entry) {
   by_bit_.erase(entry->cache_bit);
   entry->cache_bit = -1;
-  unsent_.push_back(entry);
+  MarkUnsent(entry);
 }
 
 absl::Status BackgroundLoop::RunCycle(bool* stop) {
@@ -202,8 +234,15 @@ absl::Status BackgroundLoop::RunCycle(bool* stop) {
   // Cached entries that waited too long go through the coordinator, which can name the
   // missing ranks (the cache path cannot).
   if (!config_.stall_check_disabled) {
+    // Early enough that the coordinator can still warn and time out close to the configured
+    // times (it counts from when it first sees the request).
+    absl::Duration limit = config_.stall_warning_time;
+    if (config_.stall_shutdown_time > absl::ZeroDuration()) {
+      limit = std::min(limit, config_.stall_shutdown_time);
+    }
+    limit /= 2;
     for (const auto& [bit, entry] : by_bit_) {
-      if (cycle_start - entry->enqueued_at > config_.stall_warning_time) {
+      if (cycle_start - entry->enqueued_at > limit) {
         invalid_bits.push_back(bit);
       }
     }
@@ -291,6 +330,7 @@ absl::Status BackgroundLoop::RunCycle(bool* stop) {
     CHORUS_RETURN_IF_ERROR(status);
   }
   UpdateCache(negotiated, locals);
+  FlushCompletions();  // e.g. a second join refused while taking new entries
 
   if ((global & kFlagShutdown) != 0) {
     *stop = true;
@@ -315,25 +355,37 @@ absl::Status BackgroundLoop::RunCycle(bool* stop) {
 absl::Status BackgroundLoop::Negotiate(ResponseList* out) {
   RequestList mine;
   mine.requests.reserve(unsent_.size());
-  for (TensorEntry* entry : unsent_) mine.requests.push_back(entry->request);
+  for (TensorEntry* entry : unsent_) {
+    mine.requests.push_back(entry->request);
+    entry->in_unsent = false;
+  }
   unsent_.clear();
   std::vector<std::string> gathered;
   CHORUS_RETURN_IF_ERROR(controller_->GatherToRoot(SerializeRequestList(mine), &gathered));
   std::string reply;
+  bool malformed = false;
   if (coordinator_) {
     const absl::Time now = absl::Now();
     for (size_t r = 0; r < gathered.size(); ++r) {
       absl::StatusOr<RequestList> list = ParseRequestList(gathered[r]);
       if (!list.ok()) {
-        return absl::InternalError(absl::StrCat("malformed request list from rank ", r, ": ",
-                                                list.status().ToString()));
+        // Tell every rank to stop instead of leaving them waiting for the broadcast.
+        CHORUS_LOG(ERROR) << "malformed request list from rank " << r << ": " << list.status();
+        malformed = true;
+        break;
       }
       coordinator_->AddRequests(static_cast<int32_t>(r), list->requests, now);
     }
-    reply = SerializeResponseList(coordinator_->BuildResponses(now));
+    ResponseList stop;
+    stop.shutdown = true;
+    reply = SerializeResponseList(malformed ? stop : coordinator_->BuildResponses(now));
   }
   CHORUS_RETURN_IF_ERROR(controller_->BroadcastFromRoot(&reply));
   CHORUS_ASSIGN_OR_RETURN(*out, ParseResponseList(reply));
+  if (out->shutdown) {
+    return absl::InternalError(
+        "rank 0 received a malformed negotiation message (mixed chorus builds?); chorus stopped");
+  }
 
   const bool was_joined = !joined_ranks_.empty();
   joined_ranks_ = out->joined_ranks;
@@ -355,9 +407,22 @@ absl::Status BackgroundLoop::ExecuteResponse(const Response& response) {
   }
   switch (response.type) {
     case OpType::kJoin: {
+      // This rank's join completes whatever name it was given.
       OpResult result;
       result.last_joined_rank = response.last_joined_rank;
-      for (const std::string& name : response.names) CompleteEntry(name, result);
+      if (local_join_ != nullptr) {
+        const std::string name = local_join_->request.name;
+        local_join_ = nullptr;
+        CompleteEntry(name, result);
+      }
+      // Ops submitted before the join may still wait in the coordinator for ranks that have
+      // now left the join; a cache hit under the same name would never meet them. The join
+      // response sits at one point of the global order, so every rank clears its cache here.
+      cache_->Clear();
+      std::fill(foreign_bits_.begin(), foreign_bits_.end(), 0);
+      std::vector<TensorEntry*> cached;
+      for (const auto& [bit, entry] : by_bit_) cached.push_back(entry);
+      for (TensorEntry* entry : cached) Uncache(entry);
       return absl::OkStatus();
     }
     case OpType::kAddProcessSet: {
@@ -416,6 +481,12 @@ void BackgroundLoop::CompleteEntry(const std::string& name, OpResult result) {
   std::unique_ptr<TensorEntry> entry = std::move(it->second);
   pending_.erase(it);
   if (entry->cache_bit >= 0) by_bit_.erase(entry->cache_bit);
+  if (entry.get() == local_join_) local_join_ = nullptr;
+  if (entry->in_unsent) {
+    // Rare (an entry re-queued for the coordinator completes in the same cycle): never leave
+    // a dangling pointer behind.
+    unsent_.erase(std::find(unsent_.begin(), unsent_.end(), entry.get()));
+  }
   completed_names_.push_back(name);
   completed_.push_back(std::move(entry));
   completed_results_.push_back(std::move(result));

@@ -97,6 +97,8 @@ class BackgroundLoop {
   void TakeNewEntries(std::vector<int32_t>* invalid_bits);
   // The entry no longer waits on the cache: it will be sent to the coordinator.
   void Uncache(TensorEntry* entry);
+  // Queues the entry for the next negotiation round.
+  void MarkUnsent(TensorEntry* entry);
   // Sends unsent_ to rank 0 and receives the cycle's response list.
   absl::Status Negotiate(ResponseList* out);
   absl::Status ExecuteResponse(const Response& response);
@@ -128,6 +130,7 @@ class BackgroundLoop {
   absl::flat_hash_map<std::string, std::unique_ptr<TensorEntry>> pending_;
   std::vector<TensorEntry*> unsent_;       // pending entries not yet sent to the coordinator
   std::vector<int32_t> joined_ranks_;      // as last broadcast by the coordinator
+  TensorEntry* local_join_ = nullptr;      // this rank's pending join, if any (in pending_)
   std::vector<uint64_t> foreign_bits_;     // cache bits of tensors of sets this rank is not in
   absl::flat_hash_map<int32_t, TensorEntry*> by_bit_;  // pending entries waiting on the cache
   absl::Time last_stall_check_ = absl::InfinitePast();

@@ -109,9 +109,9 @@ absl::Status Executor::Allreduce(const Response& response,
     for (int64_t off = 0; off < count; off += chunk_elems) {
       const int64_t n = std::min(chunk_elems, count - off);
       if (entry == nullptr) {
-        // A joined rank contributes zeros and discards the result.
+        // A joined rank contributes the op's identity (zeros for a sum) and drops the result.
         std::byte* scratch = FusionBuffer(n * esize);
-        std::memset(scratch, 0, static_cast<size_t>(n * esize));
+        ops::FillIdentity(scratch, n, dtype, op);
         CHORUS_RETURN_IF_ERROR(backend.Allreduce(scratch, scratch, n, dtype, op));
       } else {
         const std::byte* src = Bytes(entry->op.input.data) + off * esize;
@@ -142,7 +142,7 @@ absl::Status Executor::Allreduce(const Response& response,
       const int64_t n = std::min(count - t_off, chunk_elems - filled);
       std::byte* dst = buffer + filled * esize;
       if (entries[i] == nullptr) {
-        std::memset(dst, 0, static_cast<size_t>(n * esize));
+        ops::FillIdentity(dst, n, dtype, op);
       } else {
         ops::ScaleCopy(dst, Bytes(entries[i]->op.input.data) + t_off * esize, n, dtype, pre);
       }

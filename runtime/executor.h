@@ -13,8 +13,8 @@
 //     at a time: pack (with prescale) -> reduce the window -> unpack (with postscale), so the
 //     data stays in cache from copy-in to copy-out.
 // Every rank derives the same pieces from the same Response and SharedConfig, so the
-// collectives line up. A rank that joined holds no tensor: it contributes zeros of the same
-// layout and discards the result.
+// collectives line up. A rank that joined holds no tensor: it contributes the identity of the
+// reduction (zeros for a sum, +inf for a min, ...) in the same layout and discards the result.
 //
 // Thread-safety: thread-compatible; background-thread-only.
 #ifndef CHORUS_RUNTIME_EXECUTOR_H_

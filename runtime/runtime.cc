@@ -30,6 +30,13 @@ absl::Status ValidateTensor(const OpRequest& r, const TensorView& t, const char*
     if (d < 0) return Invalid(r, absl::StrCat(which, " has a negative dimension in shape ",
                                               ShapeToString(t.shape)));
   }
+  int64_t elements = 1;
+  for (int64_t d : t.shape) {
+    if (__builtin_mul_overflow(elements, d, &elements) || elements > (int64_t{1} << 56)) {
+      return Invalid(r, absl::StrCat(which, " shape ", ShapeToString(t.shape),
+                                     " has too many elements"));
+    }
+  }
   if (t.data == nullptr && t.num_elements() > 0) {
     return Invalid(r, absl::StrCat(which, " has no data but shape ", ShapeToString(t.shape)));
   }
@@ -212,9 +219,7 @@ absl::StatusOr<std::unique_ptr<TensorEntry>> Runtime::MakeEntry(OpRequest r,
 }
 
 absl::StatusOr<Handle> Runtime::Enqueue(OpRequest request, DoneCallback done) {
-  if (queue_.closed()) {
-    return absl::FailedPreconditionError("chorus is not running (shut down or failed)");
-  }
+  CHORUS_RETURN_IF_ERROR(queue_.status());  // shut down, or stopped by a failure: say which
   CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<TensorEntry> entry,
                           MakeEntry(std::move(request), "", 0));
   const Handle handle = handles_.Create();
@@ -231,9 +236,7 @@ absl::StatusOr<Handle> Runtime::Enqueue(OpRequest request, DoneCallback done) {
 }
 
 absl::StatusOr<std::vector<Handle>> Runtime::EnqueueGroup(std::vector<OpRequest> requests) {
-  if (queue_.closed()) {
-    return absl::FailedPreconditionError("chorus is not running (shut down or failed)");
-  }
+  CHORUS_RETURN_IF_ERROR(queue_.status());
   if (requests.empty()) return std::vector<Handle>{};
   for (const OpRequest& r : requests) {
     if (r.type != requests[0].type || (r.type != OpType::kAllreduce &&

@@ -25,7 +25,7 @@ struct TensorEntry {
 
   // Background-loop bookkeeping.
   int32_t cache_bit = -1;         // >= 0: waiting on the cache fast path at this bit
-  bool sent_to_coordinator = false;
+  bool in_unsent = false;          // listed in the loop's unsent_ (not yet sent to rank 0)
 };
 
 // A result carrying only a status (a failed or status-only op).

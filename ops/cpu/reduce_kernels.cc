@@ -7,6 +7,7 @@
 // plain loop; partially overlapping buffers are not supported.
 #include "ops/cpu/reduce_kernels.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -351,6 +352,57 @@ void ScaleCopy(void* dst, const void* src, int64_t count, DataType dtype, double
     return;
   }
   Scale(dst, src, count, dtype, factor);
+}
+
+
+namespace {
+
+template <typename T>
+void FillTyped(void* buf, int64_t count, ReduceOp op) {
+  T value{};
+  if (op == ReduceOp::kProduct) {
+    value = T(1);
+  } else if (op == ReduceOp::kMin) {
+    value = std::numeric_limits<T>::has_infinity ? std::numeric_limits<T>::infinity()
+                                                 : std::numeric_limits<T>::max();
+  } else if (op == ReduceOp::kMax) {
+    value = std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
+                                                 : std::numeric_limits<T>::lowest();
+  }
+  T* p = static_cast<T*>(buf);
+  std::fill(p, p + count, value);
+}
+
+// float16/bfloat16 bit patterns of 0, 1, +inf and -inf.
+void FillHalfBits(void* buf, int64_t count, ReduceOp op, uint16_t one, uint16_t inf,
+                  uint16_t minus_inf) {
+  uint16_t value = 0;
+  if (op == ReduceOp::kProduct) value = one;
+  if (op == ReduceOp::kMin) value = inf;
+  if (op == ReduceOp::kMax) value = minus_inf;
+  uint16_t* p = static_cast<uint16_t*>(buf);
+  std::fill(p, p + count, value);
+}
+
+}  // namespace
+
+void FillIdentity(void* buf, int64_t count, DataType dtype, ReduceOp op) {
+  if (op == ReduceOp::kSum || op == ReduceOp::kAverage) {
+    std::memset(buf, 0, static_cast<size_t>(count) * DataTypeSize(dtype));
+    return;
+  }
+  switch (dtype) {
+    case DataType::kUint8: return FillTyped<uint8_t>(buf, count, op);
+    case DataType::kInt8: return FillTyped<int8_t>(buf, count, op);
+    case DataType::kInt16: return FillTyped<int16_t>(buf, count, op);
+    case DataType::kInt32: return FillTyped<int32_t>(buf, count, op);
+    case DataType::kInt64: return FillTyped<int64_t>(buf, count, op);
+    case DataType::kFloat32: return FillTyped<float>(buf, count, op);
+    case DataType::kFloat64: return FillTyped<double>(buf, count, op);
+    case DataType::kFloat16: return FillHalfBits(buf, count, op, 0x3C00, 0x7C00, 0xFC00);
+    case DataType::kBfloat16: return FillHalfBits(buf, count, op, 0x3F80, 0x7F80, 0xFF80);
+    case DataType::kBool: return;
+  }
 }
 
 }  // namespace chorus::ops

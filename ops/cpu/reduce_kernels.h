@@ -30,6 +30,11 @@ void ScaleInPlace(void* buf, int64_t count, DataType dtype, double factor);
 // not otherwise overlap. REQUIRES: IsReducible(dtype) unless factor == 1.
 void ScaleCopy(void* dst, const void* src, int64_t count, DataType dtype, double factor);
 
+// buf[i] = the identity of `op`: 0 for Sum, the largest value (+inf for floating point) for
+// Min, the lowest (-inf) for Max, 1 for Product. What a rank without data (a joined rank)
+// contributes. REQUIRES: IsReducible(dtype); op is kSum, kMin, kMax or kProduct.
+void FillIdentity(void* buf, int64_t count, DataType dtype, ReduceOp op);
+
 float HalfToFloat(uint16_t h);
 uint16_t FloatToHalf(float f);  // round to nearest even; overflow to inf; NaN stays NaN
 float Bfloat16ToFloat(uint16_t b);
