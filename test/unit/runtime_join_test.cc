@@ -125,9 +125,12 @@ TEST_CASE("joined ranks contribute the identity of min, max and product", "[runt
     auto hmx = rt.Enqueue(Allreduce("max", mx, ReduceOp::kMax));
     auto hmn = rt.Enqueue(Allreduce("min", mn, ReduceOp::kMin));
     auto hpr = rt.Enqueue(Allreduce("prod", pr, ReduceOp::kProduct));
-    rec.Check(rt.Wait(*hmx).ok() && mx.back() == -5.0f, absl::StrCat("max ", mx.back()));
-    rec.Check(rt.Wait(*hmn).ok() && mn[0] == 7.0f, absl::StrCat("min ", mn[0]));
-    rec.Check(rt.Wait(*hpr).ok() && pr[0] == 3.0f, absl::StrCat("product ", pr[0]));
+    // Wait for all three before reading any buffer.
+    const bool ok = rt.Wait(*hmx).ok() && rt.Wait(*hmn).ok() && rt.Wait(*hpr).ok();
+    rec.Check(ok, "max/min/product failed");
+    rec.Check(mx.back() == -5.0f, absl::StrCat("max ", mx.back()));
+    rec.Check(mn[0] == 7.0f, absl::StrCat("min ", mn[0]));
+    rec.Check(pr[0] == 3.0f, absl::StrCat("product ", pr[0]));
     auto hj = rt.Enqueue(Join());
     rec.Check(rt.Wait(*hj).ok(), "join");
   });
