@@ -18,6 +18,7 @@ std::string Line(bool built, const char* name) {
 BuildInfo CurrentBuild() {
   BuildInfo info;
   info.version = CHORUS_VERSION;
+  info.pytorch = CHORUS_BUILT_PYTORCH != 0;  // the chorus.torch package of this build
   info.mpi_controller = true;
   info.mpi_ops = true;
   return info;

@@ -24,7 +24,9 @@ ADD_PROCESS_SET = 7
 REMOVE_PROCESS_SET = 8
 
 _lock = threading.Lock()
-_pending = {}  # handle -> (list of C handles, keepalive, finish)
+# handle -> (list of C handles, keepalive, finish): see submit; or
+# handle -> (C handle (an int), keepalive, finish or None): see submit_op.
+_pending = {}
 _next_handle = itertools.count(1)
 
 
@@ -44,13 +46,28 @@ def submit(specs, keepalive, finish, group=False):
     return h
 
 
+def submit_op(c_handle, keepalive, finish):
+    """Registers one op already enqueued (e.g. by _C.enqueue_op) and returns a new handle.
+
+    synchronize() returns finish() (a callable without arguments), or `keepalive` itself when
+    finish is None. Results are not fetched: for ops without a runtime-allocated output.
+    """
+    with _lock:
+        h = next(_next_handle)
+        _pending[h] = (c_handle, keepalive, finish)
+    return h
+
+
 def poll(handle):
     """True once the op (every op of a group) has completed. Unknown handles are done."""
     with _lock:
         entry = _pending.get(handle)
     if entry is None:
         return True
-    return all(_C.poll(c) for c in entry[0])
+    c_handles = entry[0]
+    if type(c_handles) is int:
+        return _C.poll(c_handles)
+    return all(_C.poll(c) for c in c_handles)
 
 
 def synchronize(handle):
@@ -60,6 +77,14 @@ def synchronize(handle):
     if entry is None:
         return None
     c_handles, keepalive, finish = entry
+    if type(c_handles) is int:  # submit_op
+        status = _C.release_status(c_handles)
+        if status is not None:
+            del keepalive
+            err = _C.ChorusError(status[1])
+            err.code = status[0]
+            raise err
+        return keepalive if finish is None else finish()
     # Every op of the entry is released (so has completed) before its tensors may go.
     results, failure = [], None
     for c in c_handles:

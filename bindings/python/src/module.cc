@@ -239,6 +239,165 @@ Result Release(int64_t handle) {
   return Result(r);
 }
 
+
+// ---- Per-op fast path: raw METH_FASTCALL functions that skip pybind11's dispatch and the
+// OpSpec/TensorSpec objects. Arguments are plain Python ints/floats/str/sequences.
+
+// Reads an int argument; false with a Python error set when `o` is no integer.
+bool ArgInt(PyObject* o, int64_t* out) {
+  long long v = PyLong_AsLongLong(o);
+  if (v == -1 && PyErr_Occurred()) return false;
+  *out = v;
+  return true;
+}
+
+// float(o), as Python's float() would convert it.
+bool ArgDouble(PyObject* o, double* out) {
+  if (PyFloat_CheckExact(o)) {
+    *out = PyFloat_AS_DOUBLE(o);
+    return true;
+  }
+  PyObject* f = PyNumber_Float(o);
+  if (f == nullptr) return false;
+  *out = PyFloat_AS_DOUBLE(f);
+  Py_DECREF(f);
+  return true;
+}
+
+// Fills `shape` from a tuple (torch.Size included), list or other sequence of ints.
+bool ArgShape(PyObject* o, std::vector<int64_t>* shape) {
+  PyObject* seq = PySequence_Fast(o, "shape must be a sequence of integers");
+  if (seq == nullptr) return false;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+  PyObject** items = PySequence_Fast_ITEMS(seq);
+  shape->resize(static_cast<size_t>(n));
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    if (!ArgInt(items[i], &(*shape)[static_cast<size_t>(i)])) {
+      Py_DECREF(seq);
+      return false;
+    }
+  }
+  Py_DECREF(seq);
+  return true;
+}
+
+// Reads (data, dtype, shape, device) into `t`; `shape` backs t->shape.
+bool ArgTensor(PyObject* data, PyObject* dtype, PyObject* shape, PyObject* device,
+               std::vector<int64_t>* shape_store, chorus_tensor_t* t) {
+  unsigned long long d = PyLong_AsUnsignedLongLong(data);
+  if (d == static_cast<unsigned long long>(-1) && PyErr_Occurred()) return false;
+  int64_t dt = 0, dev = 0;
+  if (!ArgInt(dtype, &dt) || !ArgShape(shape, shape_store) || !ArgInt(device, &dev)) {
+    return false;
+  }
+  t->data = reinterpret_cast<void*>(static_cast<uintptr_t>(d));
+  t->dtype = static_cast<int32_t>(dt);
+  t->ndim = static_cast<int32_t>(shape_store->size());
+  t->shape = shape_store->data();
+  t->device = static_cast<int32_t>(dev);
+  return true;
+}
+
+// Sets the Python error for a failed C ABI call (see Raise) and returns nullptr.
+PyObject* SetChorusError(int code) {
+  try {
+    Raise(code, chorus_last_error());
+  } catch (py::error_already_set& e) {
+    e.restore();
+  }
+  return nullptr;
+}
+
+// enqueue_op(type, name, data, dtype, shape, device, reduce_op, prescale, postscale, root_rank,
+//            process_set_id, output) -> handle. output: None or (data, dtype, shape, device).
+// An empty name submits no name. Raises like enqueue.
+PyObject* EnqueueOp(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 12) {
+    PyErr_SetString(PyExc_TypeError, "enqueue_op takes 12 positional arguments");
+    return nullptr;
+  }
+  chorus_op_t op;
+  chorus_op_init(&op);
+  int64_t type = 0, reduce_op = 0, root_rank = 0, set_id = 0;
+  if (!ArgInt(args[0], &type)) return nullptr;
+  Py_ssize_t name_len = 0;
+  const char* name = PyUnicode_AsUTF8AndSize(args[1], &name_len);
+  if (name == nullptr) return nullptr;
+  std::vector<int64_t> in_shape, out_shape;
+  if (!ArgTensor(args[2], args[3], args[4], args[5], &in_shape, &op.input)) return nullptr;
+  if (!ArgInt(args[6], &reduce_op) || !ArgDouble(args[7], &op.prescale_factor) ||
+      !ArgDouble(args[8], &op.postscale_factor) || !ArgInt(args[9], &root_rank) ||
+      !ArgInt(args[10], &set_id)) {
+    return nullptr;
+  }
+  PyObject* out = args[11];
+  if (out != Py_None) {
+    if (!PyTuple_Check(out) || PyTuple_GET_SIZE(out) != 4) {
+      PyErr_SetString(PyExc_TypeError, "output must be None or (data, dtype, shape, device)");
+      return nullptr;
+    }
+    if (!ArgTensor(PyTuple_GET_ITEM(out, 0), PyTuple_GET_ITEM(out, 1), PyTuple_GET_ITEM(out, 2),
+                   PyTuple_GET_ITEM(out, 3), &out_shape, &op.output)) {
+      return nullptr;
+    }
+  }
+  op.type = static_cast<int32_t>(type);
+  op.name = name_len == 0 ? nullptr : name;
+  op.reduce_op = static_cast<int32_t>(reduce_op);
+  op.root_rank = static_cast<int32_t>(root_rank);
+  op.process_set_id = static_cast<int32_t>(set_id);
+  chorus_handle_t handle = 0;
+  int code = chorus_enqueue(&op, nullptr, nullptr, &handle);
+  if (code != 0) return SetChorusError(code);
+  return PyLong_FromLongLong(handle);
+}
+
+// release_status(handle) -> None when the op succeeded, else (code, message). Waits for the op
+// (without the GIL unless it has already completed) and frees its result; raises only when no
+// result exists (unknown handle), like release.
+PyObject* ReleaseStatus(PyObject*, PyObject* arg) {
+  int64_t handle = 0;
+  if (!ArgInt(arg, &handle)) return nullptr;
+  chorus_result_t* r = nullptr;
+  int code;
+  std::string error;
+  int done = 0;
+  if (chorus_poll(handle, &done) == 0 && done != 0) {
+    code = chorus_release(handle, &r);
+    if (code != 0 && r == nullptr) error = chorus_last_error();
+  } else {
+    py::gil_scoped_release release;
+    code = chorus_release(handle, &r);
+    if (code != 0 && r == nullptr) error = chorus_last_error();
+  }
+  if (r == nullptr) {
+    try {
+      Raise(code != 0 ? code : 13, error);
+    } catch (py::error_already_set& e) {
+      e.restore();
+    }
+    return nullptr;
+  }
+  const char* message = nullptr;
+  int status = chorus_result_status(r, &message);
+  PyObject* ret;
+  if (status == 0) {
+    ret = Py_NewRef(Py_None);
+  } else {
+    ret = Py_BuildValue("(is)", status, message != nullptr ? message : "");
+  }
+  chorus_result_free(r);
+  return ret;
+}
+
+PyMethodDef g_fast_methods[] = {
+    {"enqueue_op", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&EnqueueOp)),
+     METH_FASTCALL, "enqueue_op(type, name, data, dtype, shape, device, reduce_op, prescale, "
+                    "postscale, root_rank, process_set_id, output) -> handle"},
+    {"release_status", &ReleaseStatus, METH_O,
+     "release_status(handle) -> None on success, else (code, message)"},
+    {nullptr, nullptr, 0, nullptr}};
+
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
@@ -294,4 +453,9 @@ PYBIND11_MODULE(_C, m) {
   m.def("poll", &Poll, py::arg("handle"));
   m.def("wait", &Wait, py::arg("handle"));
   m.def("release", &Release, py::arg("handle"));
+  for (PyMethodDef* def = g_fast_methods; def->ml_name != nullptr; ++def) {
+    py::object fn = py::reinterpret_steal<py::object>(PyCFunction_NewEx(def, nullptr, m.ptr()));
+    if (!fn) throw py::error_already_set();
+    m.add_object(def->ml_name, fn);
+  }
 }

@@ -53,6 +53,8 @@ _DTYPES = {
     torch.bool: 9,
 }
 
+_REDUCE_OPS = (Sum, Average, Min, Max, Product, Adasum)
+
 _name_lock = threading.Lock()
 _noname_counters = collections.defaultdict(int)  # process set id -> next auto-name index
 
@@ -64,6 +66,8 @@ def _op_name(kind, name, process_set):
     every rank as long as every member submits its ops in the same order.
     """
     if name:
+        if type(name) is str:
+            return kind + "." + name
         return "%s.%s" % (kind, name)
     with _name_lock:
         n = _noname_counters[process_set.process_set_id]
@@ -149,7 +153,7 @@ def handle_average_backwards_compatibility(op, average):
 
 def _allreduce_spec(tensor, output, name, op, prescale_factor, postscale_factor, process_set):
     """Builds the op for tensor -> output; returns (spec, work_in, work_out)."""
-    if op not in (Sum, Average, Min, Max, Product, Adasum):
+    if op not in _REDUCE_OPS:
         raise ValueError("unknown reduction op %r" % (op,))
     work_in = _contiguous(tensor)
     spec = _new_op(_handles.ALLREDUCE, name, process_set)
@@ -167,16 +171,37 @@ def _allreduce_spec(tensor, output, name, op, prescale_factor, postscale_factor,
 
 def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor, process_set,
                      kind="allreduce"):
-    """output None: in place into `tensor`; else into the contiguous tensor `output`."""
+    """output None: in place into `tensor`; else into the contiguous tensor `output`.
+
+    The per-op hot path (DistributedOptimizer submits one per gradient): the checks of
+    _allreduce_spec, in the same order, inlined, and one _C.enqueue_op call.
+    """
     full_name = _op_name(kind, name, process_set)
-    spec, work_in, work_out = _allreduce_spec(tensor, output, full_name, op, prescale_factor,
-                                              postscale_factor, process_set)
-    target = tensor if output is None else output
-
-    def finish(results):
-        return _writeback(target, work_out)
-
-    return _handles.submit([spec], (tensor, work_in, work_out, target), finish)
+    if op not in _REDUCE_OPS:
+        raise ValueError("unknown reduction op %r" % (op,))
+    if not isinstance(tensor, torch.Tensor):
+        raise ValueError("expected a torch.Tensor, got %s" % type(tensor).__name__)
+    dtype = _DTYPES.get(tensor.dtype)
+    if dtype is None:
+        raise ValueError("Tensor type %s is not supported." % tensor.type())
+    if tensor.is_sparse:
+        raise ValueError("sparse tensors are not supported")
+    work_in = tensor if tensor.is_contiguous() else tensor.contiguous()
+    set_id = _set_id(process_set)
+    device = -1 if work_in.is_cpu else _device(work_in)
+    out_args = None
+    if output is not None:
+        out_args = (output.data_ptr(), _dtype_code(output), output.shape,
+                    -1 if output.is_cpu else _device(output))
+    c_handle = _C.enqueue_op(_handles.ALLREDUCE, full_name, work_in.data_ptr(), dtype,
+                             work_in.shape, device, op, prescale_factor, postscale_factor, 0,
+                             set_id, out_args)
+    if output is not None:
+        return _handles.submit_op(c_handle, (tensor, work_in, output), lambda: output)
+    if work_in is tensor:
+        return _handles.submit_op(c_handle, tensor, None)
+    return _handles.submit_op(c_handle, (tensor, work_in),
+                              lambda: _writeback(tensor, work_in))
 
 
 def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
@@ -225,7 +250,8 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                      postscale_factor=1.0, process_set=global_process_set):
     """In-place allreduce_async: synchronize(handle) returns `tensor`, modified."""
-    op = handle_average_backwards_compatibility(op, average)
+    if op is None or average is not None:
+        op = handle_average_backwards_compatibility(op, average)
     return _allreduce_async(tensor, None, name, op, prescale_factor, postscale_factor,
                             process_set)
 
@@ -508,7 +534,7 @@ def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
 
 
 def _reducescatter_spec(tensor, name, op, process_set, prescale_factor, postscale_factor):
-    if op not in (Sum, Average, Min, Max, Product, Adasum):
+    if op not in _REDUCE_OPS:
         raise ValueError("unknown reduction op %r" % (op,))
     work = _contiguous(tensor)
     spec = _new_op(_handles.REDUCESCATTER, name, process_set)
