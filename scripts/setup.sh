@@ -4,7 +4,7 @@
 set -euo pipefail
 
 PACKAGES=(
-  build-essential cmake ninja-build pkg-config
+  build-essential cmake ninja-build pkg-config clang
   libopenmpi-dev openmpi-bin
   libprotobuf-dev protobuf-compiler
   libabsl-dev

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs every test (unit + MPI tiers), then the
-# sanitizer runs (ASan+UBSan on both tiers, TSan on the unit tier) unless
-# CHORUS_SKIP_SANITIZERS=1. Exits non-zero on any failure.
+# sanitizer runs (ASan+UBSan on both tiers, TSan on the unit tier) and the clang
+# -Wthread-safety build unless CHORUS_SKIP_SANITIZERS=1. Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -11,4 +11,5 @@ scripts/build.sh build
 ctest --test-dir build --output-on-failure
 if [[ "${CHORUS_SKIP_SANITIZERS:-0}" != "1" ]]; then
   scripts/sanitize.sh
+  scripts/clang_check.sh
 fi

@@ -198,12 +198,13 @@ def test_bad_input(c):
         check('bad input exits 2: ' + ' '.join(args), ok, describe(p))
 
 
-def test_info(c):
+def test_info(c, pytorch_built):
     p = run(c, ['-cb'])
+    pytorch_line = '    [X] PyTorch' if pytorch_built else '    [ ] PyTorch'
     check('-cb prints the build in horovodrun\'s layout',
           p.returncode == 0 and
           'Available Controllers:\n    [X] MPI\n    [ ] UCX\n    [ ] Gloo' in p.stdout
-          and '    [ ] PyTorch' in p.stdout and '    [ ] NCCL' in p.stdout, describe(p))
+          and pytorch_line in p.stdout and '    [ ] NCCL' in p.stdout, describe(p))
     p = run(c, ['-v'])
     check('-v prints the version', p.returncode == 0 and p.stdout.strip() != '', describe(p))
     p = run(c, ['--help'])
@@ -225,9 +226,11 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument('--chorusrun', required=True)
     parser.add_argument('--bench')
+    parser.add_argument('--pytorch-built', type=int, default=0,
+                        help='1 when this build includes the chorus.torch package')
     args = parser.parse_args()
     c = os.path.abspath(args.chorusrun)
-    test_info(c)
+    test_info(c, args.pytorch_built == 1)
     test_bad_input(c)
     test_jobs(c)
     test_failures(c)

@@ -4,11 +4,12 @@ Each entry keeps the tensors the runtime reads or writes alive until the op is r
 (chorus_release), and a `finish` callable that turns the C results into the Python value
 synchronize() returns. Failures are raised at synchronize as ChorusError.
 
-Thread-safety: the table is guarded by a lock; one handle is synchronized by one thread.
+Thread-safety: every access to the table is one dict operation (and handle numbers come from
+an itertools.count), each atomic under the GIL, so no lock is taken; one handle is synchronized
+by one thread.
 """
 
 import itertools
-import threading
 
 from chorus import _C
 
@@ -23,7 +24,6 @@ JOIN = 6
 ADD_PROCESS_SET = 7
 REMOVE_PROCESS_SET = 8
 
-_lock = threading.Lock()
 # handle -> (list of C handles, keepalive, finish): see submit; or
 # handle -> (C handle (an int), keepalive, finish or None): see submit_op.
 _pending = {}
@@ -40,9 +40,8 @@ def submit(specs, keepalive, finish, group=False):
         c_handles = _C.enqueue_group(specs)
     else:
         c_handles = [_C.enqueue(s) for s in specs]
-    with _lock:
-        h = next(_next_handle)
-        _pending[h] = (c_handles, (keepalive, specs), finish)
+    h = next(_next_handle)
+    _pending[h] = (c_handles, (keepalive, specs), finish)
     return h
 
 
@@ -52,16 +51,14 @@ def submit_op(c_handle, keepalive, finish):
     synchronize() returns finish() (a callable without arguments), or `keepalive` itself when
     finish is None. Results are not fetched: for ops without a runtime-allocated output.
     """
-    with _lock:
-        h = next(_next_handle)
-        _pending[h] = (c_handle, keepalive, finish)
+    h = next(_next_handle)
+    _pending[h] = (c_handle, keepalive, finish)
     return h
 
 
 def poll(handle):
     """True once the op (every op of a group) has completed. Unknown handles are done."""
-    with _lock:
-        entry = _pending.get(handle)
+    entry = _pending.get(handle)
     if entry is None:
         return True
     c_handles = entry[0]
@@ -72,8 +69,7 @@ def poll(handle):
 
 def synchronize(handle):
     """Waits (without the GIL) and returns finish(results); None for an unknown handle."""
-    with _lock:
-        entry = _pending.pop(handle, None)
+    entry = _pending.pop(handle, None)
     if entry is None:
         return None
     c_handles, keepalive, finish = entry
@@ -104,5 +100,4 @@ def synchronize(handle):
 
 
 def is_pending(handle):
-    with _lock:
-        return handle in _pending
+    return handle in _pending

@@ -3,8 +3,8 @@
 // Tensors cross as (address, dtype, shape, device): this module never sees a framework tensor,
 // and the Python side keeps every tensor alive until its handle is released. Failures become
 // chorus._C.ChorusError (a RuntimeError); InvalidArgument becomes ChorusValueError, which is
-// both a ChorusError and a ValueError. Calls that block (wait, release, init, shutdown) drop
-// the GIL while they wait.
+// both a ChorusError and a ValueError. Calls that block (wait, release, release_status, init,
+// shutdown) drop the GIL while they wait.
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -239,7 +239,6 @@ Result Release(int64_t handle) {
   return Result(r);
 }
 
-
 // ---- Per-op fast path: raw METH_FASTCALL functions that skip pybind11's dispatch and the
 // OpSpec/TensorSpec objects. Arguments are plain Python ints/floats/str/sequences.
 
@@ -392,8 +391,9 @@ PyObject* ReleaseStatus(PyObject*, PyObject* arg) {
 
 PyMethodDef g_fast_methods[] = {
     {"enqueue_op", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&EnqueueOp)),
-     METH_FASTCALL, "enqueue_op(type, name, data, dtype, shape, device, reduce_op, prescale, "
-                    "postscale, root_rank, process_set_id, output) -> handle"},
+     METH_FASTCALL,
+     "enqueue_op(type, name, data, dtype, shape, device, reduce_op, prescale, "
+     "postscale, root_rank, process_set_id, output) -> handle"},
     {"release_status", &ReleaseStatus, METH_O,
      "release_status(handle) -> None on success, else (code, message)"},
     {nullptr, nullptr, 0, nullptr}};

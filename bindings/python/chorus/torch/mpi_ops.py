@@ -176,7 +176,10 @@ def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor
     The per-op hot path (DistributedOptimizer submits one per gradient): the checks of
     _allreduce_spec, in the same order, inlined, and one _C.enqueue_op call.
     """
-    full_name = _op_name(kind, name, process_set)
+    if name and type(name) is str:
+        full_name = kind + "." + name
+    else:
+        full_name = _op_name(kind, name, process_set)
     if op not in _REDUCE_OPS:
         raise ValueError("unknown reduction op %r" % (op,))
     if not isinstance(tensor, torch.Tensor):
@@ -187,7 +190,9 @@ def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor
     if tensor.is_sparse:
         raise ValueError("sparse tensors are not supported")
     work_in = tensor if tensor.is_contiguous() else tensor.contiguous()
-    set_id = _set_id(process_set)
+    set_id = process_set.process_set_id
+    if set_id is None:
+        _set_id(process_set)  # raises
     device = -1 if work_in.is_cpu else _device(work_in)
     out_args = None
     if output is not None:
