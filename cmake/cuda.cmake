@@ -6,7 +6,11 @@ if(NOT CHORUS_WITH_CUDA MATCHES "^(AUTO|ON|OFF)$")
   message(FATAL_ERROR "CHORUS_WITH_CUDA must be AUTO, ON or OFF, not '${CHORUS_WITH_CUDA}'")
 endif()
 if(NOT CHORUS_WITH_CUDA STREQUAL "OFF")
-  find_package(CUDAToolkit QUIET PATHS /usr/local/cuda)
+  # FindCUDAToolkit looks under CUDAToolkit_ROOT (and nvcc on PATH); default to /usr/local/cuda.
+  if(NOT DEFINED CUDAToolkit_ROOT AND EXISTS /usr/local/cuda)
+    set(CUDAToolkit_ROOT /usr/local/cuda)
+  endif()
+  find_package(CUDAToolkit QUIET)
   find_library(CHORUS_NCCL_LIBRARY nccl
     HINTS /usr/local/cuda/lib /usr/local/cuda/lib64 ${CUDAToolkit_LIBRARY_DIR})
   find_path(CHORUS_NCCL_INCLUDE_DIR nccl.h
