@@ -28,6 +28,9 @@ int64_t RowElements(const std::vector<int64_t>& shape) {
 
 std::byte* Bytes(void* p) { return static_cast<std::byte*>(p); }
 
+// The largest alltoall message (per rank, in bytes) one MPI call takes (int counts).
+constexpr int64_t kMaxMessageBytes = INT32_MAX;
+
 // Where an allreduce result goes: the explicit output, else the input (in place).
 void* OutputOf(const TensorEntry& entry) {
   return entry.op.output.data != nullptr ? entry.op.output.data : entry.op.input.data;
@@ -270,6 +273,18 @@ absl::Status Executor::Alltoall(const Response& response, TensorEntry& entry,
     recv_off[r] = r_total;
     r_total += recv_bytes[r];
     rows += recv_rows[r];
+  }
+  // Sizes and offsets differ per rank, so a rank whose message is too large for one MPI call
+  // must not fail alone (the others would wait in the exchange): agree first, fail together.
+  int64_t too_large = (s > kMaxMessageBytes || r_total > kMaxMessageBytes) ? 1 : 0;
+  CHORUS_RETURN_IF_ERROR(backend.Allreduce(&too_large, &too_large, 1, DataType::kInt64,
+                                           ReduceOp::kMax));
+  if (too_large != 0) {
+    result->status = absl::InvalidArgumentError(absl::StrCat(
+        "alltoall of tensor '", entry.request.name, "': some rank sends or receives more than ",
+        kMaxMessageBytes, " bytes (this rank: ", s, " sent, ", r_total,
+        " received); split the tensor"));
+    return absl::OkStatus();
   }
   result->output = NewOutput(r_total);
   result->output_shape = in.shape;

@@ -40,7 +40,9 @@ class Executor {
   // reducescatter or barrier) and fills results[i] for entries[i]. entries[i] is this rank's
   // entry for response.names[i], or null when this rank does not hold it (a joined rank in an
   // allreduce). Returns the collective's status: a non-OK status means the backend failed and
-  // the caller must treat the transport as broken; results then carry that status too.
+  // the caller must treat the transport as broken; results then carry that status too. An op
+  // every rank of the set agrees to refuse (an alltoall message too large for one transport
+  // call) instead returns OK with the error in its result.
   // REQUIRES: entries.size() == response.names.size(); this rank is a member of the backend.
   absl::Status Execute(const Response& response, const std::vector<TensorEntry*>& entries,
                        ops::CollectiveBackend& backend, std::vector<OpResult>* results);
