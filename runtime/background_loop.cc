@@ -218,6 +218,13 @@ void BackgroundLoop::MarkUnsent(TensorEntry* entry) {
   unsent_.push_back(entry);
 }
 
+void BackgroundLoop::UncacheAll() {
+  std::vector<TensorEntry*> cached;  // Uncache edits by_bit_: collect first
+  cached.reserve(by_bit_.size());
+  for (const auto& [bit, entry] : by_bit_) cached.push_back(entry);
+  for (TensorEntry* entry : cached) Uncache(entry);
+}
+
 void BackgroundLoop::Uncache(TensorEntry* entry) {
   by_bit_.erase(entry->cache_bit);
   entry->cache_bit = -1;
@@ -391,9 +398,7 @@ absl::Status BackgroundLoop::Negotiate(ResponseList* out) {
   joined_ranks_ = out->joined_ranks;
   if (!was_joined && !joined_ranks_.empty()) {
     // A joined rank never sets cache bits: everything waiting on the cache renegotiates.
-    std::vector<TensorEntry*> cached;
-    for (const auto& [bit, entry] : by_bit_) cached.push_back(entry);
-    for (TensorEntry* entry : cached) Uncache(entry);
+    UncacheAll();
   }
   return absl::OkStatus();
 }
@@ -420,9 +425,7 @@ absl::Status BackgroundLoop::ExecuteResponse(const Response& response) {
       // response sits at one point of the global order, so every rank clears its cache here.
       cache_->Clear();
       std::fill(foreign_bits_.begin(), foreign_bits_.end(), 0);
-      std::vector<TensorEntry*> cached;
-      for (const auto& [bit, entry] : by_bit_) cached.push_back(entry);
-      for (TensorEntry* entry : cached) Uncache(entry);
+      UncacheAll();
       return absl::OkStatus();
     }
     case OpType::kAddProcessSet: {

@@ -97,6 +97,7 @@ class BackgroundLoop {
   void TakeNewEntries(std::vector<int32_t>* invalid_bits);
   // The entry no longer waits on the cache: it will be sent to the coordinator.
   void Uncache(TensorEntry* entry);
+  void UncacheAll();
   // Queues the entry for the next negotiation round.
   void MarkUnsent(TensorEntry* entry);
   // Sends unsent_ to rank 0 and receives the cycle's response list.

@@ -151,16 +151,24 @@ def handle_average_backwards_compatibility(op, average):
 # allreduce
 
 
-def _allreduce_spec(tensor, output, name, op, prescale_factor, postscale_factor, process_set):
-    """Builds the op for tensor -> output; returns (spec, work_in, work_out)."""
+def _reduction_spec(kind, tensor, name, op, process_set, prescale_factor, postscale_factor):
+    """The op spec of a reduction (allreduce or reducescatter) of `tensor`, made contiguous;
+    returns (spec, contiguous input)."""
     if op not in _REDUCE_OPS:
         raise ValueError("unknown reduction op %r" % (op,))
-    work_in = _contiguous(tensor)
-    spec = _new_op(_handles.ALLREDUCE, name, process_set)
-    spec.input = _spec(work_in)
+    work = _contiguous(tensor)
+    spec = _new_op(kind, name, process_set)
+    spec.input = _spec(work)
     spec.reduce_op = op
     spec.prescale_factor = float(prescale_factor)
     spec.postscale_factor = float(postscale_factor)
+    return spec, work
+
+
+def _allreduce_spec(tensor, output, name, op, prescale_factor, postscale_factor, process_set):
+    """Builds the op for tensor -> output; returns (spec, work_in, work_out)."""
+    spec, work_in = _reduction_spec(_handles.ALLREDUCE, tensor, name, op, process_set,
+                                    prescale_factor, postscale_factor)
     if output is None:
         work_out = work_in  # in place
     else:
@@ -539,15 +547,8 @@ def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
 
 
 def _reducescatter_spec(tensor, name, op, process_set, prescale_factor, postscale_factor):
-    if op not in _REDUCE_OPS:
-        raise ValueError("unknown reduction op %r" % (op,))
-    work = _contiguous(tensor)
-    spec = _new_op(_handles.REDUCESCATTER, name, process_set)
-    spec.input = _spec(work)
-    spec.reduce_op = op
-    spec.prescale_factor = float(prescale_factor)
-    spec.postscale_factor = float(postscale_factor)
-    return spec, work
+    return _reduction_spec(_handles.REDUCESCATTER, tensor, name, op, process_set,
+                           prescale_factor, postscale_factor)
 
 
 def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set,

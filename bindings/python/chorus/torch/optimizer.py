@@ -123,18 +123,20 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             tensor = tensor.to_dense()
             p.grad = tensor
         tensor_compressed, ctx = self._compression.compress(tensor)
-        if self.op == mpi_ops.Average:
-            # Average = Sum / size; the runtime applies the 1/size on top of postscale.
-            prescale_factor = 1.0 / self.gradient_predivide_factor
-            postscale_factor = self.gradient_predivide_factor
-        else:
-            prescale_factor = 1.0
-            postscale_factor = 1.0
+        prescale_factor, postscale_factor = self._scale_factors()
         handle = mpi_ops.allreduce_async_(tensor_compressed, name=name, op=self.op,
                                           prescale_factor=prescale_factor,
                                           postscale_factor=postscale_factor,
                                           process_set=self.process_set)
         return handle, ctx
+
+    def _scale_factors(self):
+        """(prescale, postscale) of every gradient allreduce: with Average, the gradient is
+        divided by gradient_predivide_factor before the sum and multiplied by it after (the
+        runtime applies the 1/size of the average on top of postscale)."""
+        if self.op == mpi_ops.Average:
+            return 1.0 / self.gradient_predivide_factor, self.gradient_predivide_factor
+        return 1.0, 1.0
 
     def _grouped_allreduce_grad_async(self, group):
         """One grouped allreduce of the group's gradients, named after its first parameter."""
@@ -145,12 +147,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             compressed, ctx = self._compression.compress(p.grad)
             tensors.append(compressed)
             ctxs.append(ctx)
-        if self.op == mpi_ops.Average:
-            prescale_factor = 1.0 / self.gradient_predivide_factor
-            postscale_factor = self.gradient_predivide_factor
-        else:
-            prescale_factor = 1.0
-            postscale_factor = 1.0
+        prescale_factor, postscale_factor = self._scale_factors()
         handle = mpi_ops.grouped_allreduce_async_(
             tensors, name="group." + self._parameter_names[group[0]], op=self.op,
             prescale_factor=prescale_factor, postscale_factor=postscale_factor,
