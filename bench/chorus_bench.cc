@@ -3,7 +3,8 @@
 //   mpirun -np N chorus_bench sweep -b 8 -e 256M -f 2 [--op allreduce] [--dtype float32]
 //                                   [--iters N] [--warmup N] [--json FILE]
 //   mpirun -np N chorus_bench steps --tensor-set resnet50|bert-base|tiny1000 [--steps N]
-//                                   [--warmup N] [--inplace-chunk-sweep] [--json FILE]
+//                                   [--warmup N] [--inplace-chunk-sweep] [--timeline FILE]
+//                                   [--json FILE]
 //
 // Initialises MPI itself (MPI_THREAD_MULTIPLE) before chorus, so chorus runs on the existing
 // MPI and the raw baselines can use MPI_COMM_WORLD from this thread while no chorus op is in
@@ -11,6 +12,7 @@
 // JSON path, 2 on bad arguments; other failures abort the job (MPI_Abort).
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <sstream>
 #include <string>
@@ -112,6 +114,10 @@ int ParseArgs(int argc, char** argv, bool verbose, Args& args) {
                   "Also time the buffer in 1..32 MiB pieces, one MPI_Allreduce each");
   steps->add_option("--json", args.json_path, "Also write the results to FILE as JSON")
       ->type_name("FILE");
+  steps->add_option("--timeline", st.timeline_path,
+                    "Also time chorus steps recording a timeline into FILE (rank 0; the file "
+                    "keeps the last recorded step): the timeline's overhead")
+      ->type_name("FILE");
 
   try {
     app.parse(argc, argv);
@@ -136,6 +142,10 @@ int Run(int argc, char** argv) {
   Args args;
   if (int rc = ParseArgs(argc, argv, rank == 0, args); rc >= 0) return rc;
 
+  // start_timeline needs CHORUS_TIMELINE at init, as in Horovod.
+  if (!args.run_sweep && !args.steps.timeline_path.empty()) {
+    ::setenv("CHORUS_TIMELINE", "DYNAMIC", /*overwrite=*/0);
+  }
   if (absl::Status st = Init(); !st.ok()) {
     std::fprintf(stderr, "chorus_bench: rank %d: chorus::Init: %s\n", rank, st.ToString().c_str());
     MPI_Abort(MPI_COMM_WORLD, 1);

@@ -43,6 +43,9 @@ struct Config {
   int64_t calls = 0;  // collectives per step
   bool is_chorus = false;
   std::function<absl::Status()> run;
+  // Untimed, around each timed run (may be null).
+  std::function<absl::Status()> before;
+  std::function<absl::Status()> after;
 };
 
 // The tensor set, chorus's per-tensor gradient buffers and the raw baselines' contiguous
@@ -170,22 +173,29 @@ class StepBench {
   std::vector<Handle> handles_;            // of the chorus step in progress
 };
 
-std::vector<Config> MakeConfigs(StepBench& bench, bool chunk_sweep) {
+std::vector<Config> MakeConfigs(StepBench& bench, bool chunk_sweep,
+                                const std::string& timeline_path) {
   const int64_t n = static_cast<int64_t>(bench.tensors().size());
   const int64_t total_bytes = bench.total_elements() * static_cast<int64_t>(sizeof(float));
   std::vector<Config> configs;
   configs.push_back({"chorus", absl::StrCat("chorus: ", n, " x Average allreduce"), n, true,
-                     [&bench] { return bench.ChorusStep(); }});
+                     [&bench] { return bench.ChorusStep(); }, nullptr, nullptr});
+  if (!timeline_path.empty()) {
+    configs.push_back({"chorus_timeline", "chorus, recording a timeline", n, true,
+                       [&bench] { return bench.ChorusStep(); },
+                       [timeline_path] { return StartTimeline(timeline_path); },
+                       [] { return StopTimeline(); }});
+  }
   configs.push_back({"raw_single", "raw (a): one MPI_Allreduce, whole buffer", 1, false,
-                     [&bench] { return bench.RawSingle(); }});
+                     [&bench] { return bench.RawSingle(); }, nullptr, nullptr});
   configs.push_back({"raw_per_tensor", "raw (b): one MPI_Allreduce per tensor", n, false,
-                     [&bench] { return bench.RawPerTensor(); }});
+                     [&bench] { return bench.RawPerTensor(); }, nullptr, nullptr});
   if (chunk_sweep) {
     for (int64_t chunk : kChunkSizes) {
       configs.push_back({absl::StrCat("raw_chunk_", chunk / kMiB, "MiB"),
                          absl::StrCat("raw (c): ", chunk / kMiB, " MiB pieces"),
                          (total_bytes + chunk - 1) / chunk, false,
-                         [&bench, chunk] { return bench.RawChunked(chunk); }});
+                         [&bench, chunk] { return bench.RawChunked(chunk); }, nullptr, nullptr});
     }
   }
   return configs;
@@ -227,7 +237,9 @@ absl::StatusOr<nlohmann::json> RunSteps(const StepsOptions& options) {
   const int ranks = WorldSize();
   const bool print = rank == 0;
   StepBench bench(std::move(tensors), rank, ranks);
-  const std::vector<Config> configs = MakeConfigs(bench, options.chunk_sweep);
+  const std::vector<Config> configs =
+      MakeConfigs(bench, options.chunk_sweep, options.timeline_path);
+  const size_t first_raw = options.timeline_path.empty() ? 1 : 2;
   const int64_t num_tensors = static_cast<int64_t>(bench.tensors().size());
   const int64_t total_bytes = bench.total_elements() * static_cast<int64_t>(sizeof(float));
 
@@ -253,7 +265,9 @@ absl::StatusOr<nlohmann::json> RunSteps(const StepsOptions& options) {
   std::vector<double> times(configs.size() * steps);  // config-major
   for (int s = 0; s < options.warmup + options.steps; ++s) {
     for (size_t c = 0; c < configs.size(); ++c) {
+      if (configs[c].before) CHORUS_RETURN_IF_ERROR(configs[c].before());
       CHORUS_ASSIGN_OR_RETURN(double t, TimeOnce(configs[c].run));
+      if (configs[c].after) CHORUS_RETURN_IF_ERROR(configs[c].after());
       if (s >= options.warmup) times[c * steps + static_cast<size_t>(s - options.warmup)] = t;
     }
   }
@@ -266,8 +280,8 @@ absl::StatusOr<nlohmann::json> RunSteps(const StepsOptions& options) {
         Summarize(std::vector<double>(begin, begin + static_cast<std::ptrdiff_t>(steps))));
   }
   const double chorus_median = summaries[0].median;
-  size_t fastest = 1;  // configs[0] is chorus, configs[1..] are raw
-  for (size_t c = 2; c < configs.size(); ++c) {
+  size_t fastest = first_raw;  // configs[0] is chorus, configs[first_raw..] are raw
+  for (size_t c = first_raw + 1; c < configs.size(); ++c) {
     if (summaries[c].median < summaries[fastest].median) fastest = c;
   }
   auto over = [&](size_t c) {
@@ -309,11 +323,19 @@ absl::StatusOr<nlohmann::json> RunSteps(const StepsOptions& options) {
   }
   out["fastest_raw"] = configs[fastest].key;
   out["chorus_over_fastest_raw"] = over(fastest);
-  out["chorus_over_per_tensor_raw"] = over(2);
+  const size_t per_tensor = first_raw + 1;
+  out["chorus_over_per_tensor_raw"] = over(per_tensor);
+  if (!options.timeline_path.empty()) {
+    out["timeline_overhead"] = chorus_median > 0 ? summaries[1].median / chorus_median - 1 : 0.0;
+  }
   if (print) {
     std::printf("# fastest raw: %s\n", configs[fastest].label.c_str());
     std::printf("chorus / fastest raw = %.2f\n", over(fastest));
-    std::printf("chorus / per-tensor raw (b) = %.2f\n", over(2));
+    std::printf("chorus / per-tensor raw (b) = %.2f\n", over(per_tensor));
+    if (!options.timeline_path.empty()) {
+      std::printf("timeline overhead = %+.1f%% (chorus with timeline / chorus - 1)\n",
+                  100.0 * (summaries[1].median / chorus_median - 1));
+    }
     std::fflush(stdout);
   }
   return out;

@@ -9,6 +9,8 @@
 //   (b) one call per tensor (the tensor's slice), in reverse order: no fusion;
 //   (c) with `chunk_sweep`: the buffer cut into pieces of C bytes, one call per piece, for C in
 //       1, 2, 4, 8, 16, 32 MiB.
+// With `timeline_path`, a second chorus configuration records a timeline (its cost is the
+// timeline's overhead).
 // Measurements are interleaved (every step index runs chorus, then each baseline), each
 // preceded by an MPI_Barrier; a step's time is the maximum over ranks.
 //
@@ -30,6 +32,10 @@ struct StepsOptions {
   int steps = 20;                       // timed steps, >= 1
   int warmup = 3;                       // untimed steps before them, >= 0
   bool chunk_sweep = false;             // also run baseline (c)
+  // Non-empty: also time chorus steps recorded into this timeline file (start_timeline before
+  // and stop_timeline after each such step, both untimed; the file keeps the last one).
+  // REQUIRES CHORUS_TIMELINE to have been set at init (the bench sets DYNAMIC).
+  std::string timeline_path;
 };
 
 // Runs the benchmark and prints its table on rank 0; returns the results as JSON (every rank).

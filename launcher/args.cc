@@ -100,7 +100,9 @@ class Definitions {
                            ->expected(2)
                            ->allow_extra_args(false));
 
-    Optional("--timeline-filename", &o->timeline_filename, "JSON timeline file.");
+    Optional("--timeline-filename", &o->timeline_filename,
+             "JSON timeline file, recorded by rank 0; a {rank} in the name makes every rank "
+             "record its own (docs/timeline.md).");
     BoolPair("--timeline-mark-cycles", "--no-timeline-mark-cycles", &o->timeline_mark_cycles,
              "Mark cycles on the timeline.");
 

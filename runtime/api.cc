@@ -121,4 +121,14 @@ absl::StatusOr<OpResult> Release(Handle handle) {
   return rt->Release(handle);
 }
 
+absl::Status StartTimeline(const std::string& path, bool mark_cycles) {
+  CHORUS_ASSIGN_OR_RETURN(auto rt, Current());
+  return rt->StartTimeline(path, mark_cycles);
+}
+
+absl::Status StopTimeline() {
+  CHORUS_ASSIGN_OR_RETURN(auto rt, Current());
+  return rt->StopTimeline();
+}
+
 }  // namespace chorus

@@ -4,7 +4,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/status_macros.h"
 #include "runtime/fusion_planner.h"
@@ -51,13 +53,14 @@ void ForEachBit(const std::vector<uint64_t>& words, size_t base, int count, F f)
 
 BackgroundLoop::BackgroundLoop(Config config, std::unique_ptr<Controller> controller,
                                SubmissionQueue* queue, ProcessSetRegistry* registry,
-                               HandleTable* handles)
+                               HandleTable* handles, timeline::Timeline* timeline)
     : config_(std::move(config)),
       controller_(std::move(controller)),
       topology_(controller_->topology()),
       queue_(queue),
       registry_(registry),
-      handles_(handles) {}
+      handles_(handles),
+      timeline_(timeline) {}
 
 BackgroundLoop::~BackgroundLoop() {
   if (thread_.joinable()) thread_.join();
@@ -75,7 +78,10 @@ void BackgroundLoop::ThreadMain(std::vector<std::vector<int32_t>> process_sets) 
   absl::Status status = Handshake(process_sets);
   const bool ok = status.ok();
   started_.set_value(std::move(status));
-  if (!ok) return;
+  if (!ok) {
+    timeline_->Finish();
+    return;
+  }
 
   bool stop = false;
   while (!stop) {
@@ -84,11 +90,13 @@ void BackgroundLoop::ThreadMain(std::vector<std::vector<int32_t>> process_sets) 
       CHORUS_LOG(ERROR) << "background loop stopped: " << status;
       queue_->Close(absl::StrCat("chorus stopped after a failure: ", status.ToString()));
       FailAllPending(status);
+      timeline_->Finish();
       return;
     }
   }
   queue_->Close("chorus was shut down");
   FailAllPending(absl::AbortedError("chorus was shut down before this op completed"));
+  timeline_->Finish();
   CHORUS_LOG(DEBUG) << "background loop done: " << counters_.cycles.load() << " cycles, "
                     << counters_.negotiation_rounds.load() << " negotiation rounds, "
                     << counters_.cache_hits.load() << " cache hits";
@@ -140,12 +148,19 @@ absl::Status BackgroundLoop::Handshake(const std::vector<std::vector<int32_t>>& 
                              topology_.size);
     }
   }
-  std::vector<uint64_t> valid = {problem.empty() ? ~uint64_t{0} : 0};
-  CHORUS_RETURN_IF_ERROR(controller_->AllreduceBitAnd(absl::MakeSpan(valid)));
-  if (valid[0] == 0) {
-    return absl::InvalidArgumentError(
-        problem.empty() ? "chorus init failed on another rank (see its error)" : problem);
+  CHORUS_RETURN_IF_ERROR(
+      AgreeNoProblem(problem, "chorus init failed on another rank (see its error)"));
+
+  // Timelines: every rank estimates its clock offset (cheap; start_timeline may come later).
+  CHORUS_ASSIGN_OR_RETURN(const double clock_offset_us, EstimateClockOffset());
+  timeline_->SetClockOffset(clock_offset_us);
+  if (!config_.timeline.empty() && config_.timeline != "DYNAMIC") {
+    absl::Status opened =
+        timeline_->StartOnLoopThread(config_.timeline, config_.timeline_mark_cycles);
+    if (!opened.ok()) problem = absl::StrCat("rank ", topology_.rank, ": ", opened.message());
   }
+  CHORUS_RETURN_IF_ERROR(AgreeNoProblem(
+      problem, "chorus init failed: another rank cannot create its timeline file (see its error)"));
 
   cache_ = std::make_unique<ResponseCache>(shared_.cache_capacity);
   foreign_bits_.assign(Words(shared_.cache_capacity), 0);
@@ -171,6 +186,51 @@ absl::Status BackgroundLoop::Handshake(const std::vector<std::vector<int32_t>>& 
   return absl::OkStatus();
 }
 
+absl::Status BackgroundLoop::AgreeNoProblem(const std::string& problem,
+                                            const std::string& elsewhere) {
+  std::vector<uint64_t> valid = {problem.empty() ? ~uint64_t{0} : 0};
+  CHORUS_RETURN_IF_ERROR(controller_->AllreduceBitAnd(absl::MakeSpan(valid)));
+  if (valid[0] != 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(problem.empty() ? elsewhere : problem);
+}
+
+absl::StatusOr<double> BackgroundLoop::EstimateClockOffset() {
+  // Ranks leave a barrier at nearly the same moment: each round, every rank reads its clock
+  // right after one, and rank 0 takes the differences. The median of a few rounds filters out
+  // a rank descheduled on the way out.
+  constexpr int kRounds = 5;
+  std::vector<std::vector<int64_t>> diffs(topology_.size);  // rank 0: per rank, ns
+  for (int round = 0; round < kRounds; ++round) {
+    CHORUS_RETURN_IF_ERROR(controller_->Barrier());
+    const int64_t now = absl::ToUnixNanos(absl::Now());
+    std::vector<std::string> all;
+    CHORUS_RETURN_IF_ERROR(controller_->GatherToRoot(absl::StrCat(now), &all));
+    if (topology_.rank != 0) continue;
+    std::vector<int64_t> times(all.size(), 0);
+    for (size_t r = 0; r < all.size(); ++r) {
+      if (!absl::SimpleAtoi(all[r], &times[r])) times[r] = times[0];
+    }
+    for (size_t r = 0; r < all.size(); ++r) diffs[r].push_back(times[r] - times[0]);
+  }
+  std::string offsets;  // rank 0: "ns,ns,..." in rank order
+  if (topology_.rank == 0) {
+    std::vector<std::string> parts;
+    for (std::vector<int64_t>& d : diffs) {
+      std::nth_element(d.begin(), d.begin() + d.size() / 2, d.end());
+      parts.push_back(absl::StrCat(d[d.size() / 2]));
+    }
+    offsets = absl::StrJoin(parts, ",");
+  }
+  CHORUS_RETURN_IF_ERROR(controller_->BroadcastFromRoot(&offsets));
+  const std::vector<std::string> parts = absl::StrSplit(offsets, ',');
+  int64_t mine = 0;
+  if (static_cast<int>(parts.size()) != topology_.size ||
+      !absl::SimpleAtoi(parts[topology_.rank], &mine)) {
+    return absl::InternalError(absl::StrCat("malformed clock offsets from rank 0: ", offsets));
+  }
+  return static_cast<double>(mine) / 1000.0;
+}
+
 absl::Status BackgroundLoop::AddProcessSet(int32_t id, std::vector<int32_t> ranks) {
   CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<ops::CollectiveBackend> backend,
                           controller_->CreateBackend(ranks));
@@ -187,6 +247,9 @@ int BackgroundLoop::SetSize(int32_t id) const {
 void BackgroundLoop::TakeNewEntries(std::vector<int32_t>* invalid_bits) {
   for (std::unique_ptr<TensorEntry>& owned : queue_->DrainAll()) {
     TensorEntry* entry = owned.get();
+    if (timeline_->active()) {
+      timeline_->RequestKnown(entry->request.name, topology_.rank, entry->enqueued_at);
+    }
     if (entry->request.type == OpType::kJoin) {
       if (local_join_ != nullptr) {
         completed_names_.push_back(entry->request.name);
@@ -233,7 +296,7 @@ void BackgroundLoop::Uncache(TensorEntry* entry) {
 
 absl::Status BackgroundLoop::RunCycle(bool* stop) {
   const absl::Time cycle_start = absl::Now();
-  counters_.cycles.fetch_add(1, std::memory_order_relaxed);
+  timeline_->BeginCycle(counters_.cycles.fetch_add(1, std::memory_order_relaxed), cycle_start);
   std::vector<int32_t> invalid_bits;
   TakeNewEntries(&invalid_bits);
   const bool shutting_down = queue_->closed();
@@ -300,6 +363,7 @@ absl::Status BackgroundLoop::RunCycle(bool* stop) {
   });
   // Cached tensors ready on every rank, in bit order.
   std::vector<Response> ready;
+  const absl::Time bits_done = timeline_->active() ? absl::Now() : absl::InfinitePast();
   ForEachBit(bits, 1, w, [&](int32_t bit) {
     if (!cache_->Contains(bit)) return;
     cache_->Touch(bit);
@@ -307,7 +371,12 @@ absl::Status BackgroundLoop::RunCycle(bool* stop) {
     counters_.cache_hits.fetch_add(1, std::memory_order_relaxed);
     auto it = by_bit_.find(bit);
     if (it != by_bit_.end()) {
-      it->second->cache_bit = -1;
+      TensorEntry* entry = it->second;
+      if (timeline_->active()) {
+        timeline_->Negotiated(entry->request.name, entry->request.type, bits_done, true);
+        entry->ready_at = bits_done;
+      }
+      entry->cache_bit = -1;
       by_bit_.erase(it);
     }
   });
@@ -332,12 +401,19 @@ absl::Status BackgroundLoop::RunCycle(bool* stop) {
   std::vector<Response> plan = PlanFusion(std::move(all), shared_.fusion_threshold_bytes,
                                           [this](int32_t id) { return SetSize(id); });
   for (const Response& response : plan) {
+    const bool tracing = timeline_->active();
+    const absl::Time started = tracing ? absl::Now() : absl::InfinitePast();
+    if (tracing) TraceStart(response);
     absl::Status status = ExecuteResponse(response);
+    const absl::Time executed = tracing ? absl::Now() : absl::InfinitePast();
+    if (tracing) TraceExecuted(response, started);
     FlushCompletions();
+    if (tracing) TraceCompleted(response, executed, absl::Now());
     CHORUS_RETURN_IF_ERROR(status);
   }
   UpdateCache(negotiated, locals);
   FlushCompletions();  // e.g. a second join refused while taking new entries
+  timeline_->EndCycle();
 
   if ((global & kFlagShutdown) != 0) {
     *stop = true;
@@ -381,6 +457,11 @@ absl::Status BackgroundLoop::Negotiate(ResponseList* out) {
         malformed = true;
         break;
       }
+      if (timeline_->active() && r != 0) {
+        for (const Request& request : list->requests) {
+          timeline_->RequestKnown(request.name, static_cast<int32_t>(r), now);
+        }
+      }
       coordinator_->AddRequests(static_cast<int32_t>(r), list->requests, now);
     }
     ResponseList stop;
@@ -392,6 +473,17 @@ absl::Status BackgroundLoop::Negotiate(ResponseList* out) {
   if (out->shutdown) {
     return absl::InternalError(
         "rank 0 received a malformed negotiation message (mixed chorus builds?); chorus stopped");
+  }
+  if (timeline_->active()) {
+    const absl::Time ready = absl::Now();
+    for (const Response& response : out->responses) {
+      for (const std::string& name : response.names) {
+        auto it = pending_.find(name);
+        if (it == pending_.end()) continue;
+        timeline_->Negotiated(name, it->second->request.type, ready, false);
+        it->second->ready_at = ready;
+      }
+    }
   }
 
   const bool was_joined = !joined_ranks_.empty();
@@ -471,7 +563,8 @@ absl::Status BackgroundLoop::ExecuteResponse(const Response& response) {
     }
   }
   std::vector<OpResult> results;
-  absl::Status status = executor_->Execute(response, entries, *set->second.backend, &results);
+  absl::Status status = executor_->Execute(response, entries, *set->second.backend, &results,
+                                           timeline_->active() ? &execution_spans_ : nullptr);
   for (size_t i = 0; i < entries.size(); ++i) {
     if (entries[i] != nullptr) CompleteEntry(response.names[i], std::move(results[i]));
   }
@@ -548,6 +641,71 @@ void BackgroundLoop::UpdateCache(const ResponseList& negotiated,
     }
   }
   for (TensorEntry* entry : stale) Uncache(entry);
+}
+
+void BackgroundLoop::TraceStart(const Response& response) {
+  traced_.assign(response.names.size(), TracedTensor());
+  execution_spans_.clear();
+  const int64_t batch_id = timeline_->NextBatchId();
+  for (size_t i = 0; i < response.names.size(); ++i) {
+    auto it = pending_.find(response.names[i]);
+    if (it == pending_.end()) continue;
+    const TensorEntry& entry = *it->second;
+    TracedTensor& t = traced_[i];
+    t.row = timeline_->Row(response.names[i]);
+    t.ready_at = entry.ready_at;
+    t.args.dtype = entry.request.dtype;
+    t.args.shape.assign(entry.request.shape.begin(), entry.request.shape.end());
+    t.args.bytes = NumElements(entry.request.shape) *
+                   static_cast<int64_t>(DataTypeSize(entry.request.dtype));
+    t.args.batch_id = batch_id;
+    t.args.batch_size = static_cast<int32_t>(response.names.size());
+    t.args.process_set = response.process_set_id;
+  }
+}
+
+void BackgroundLoop::TraceExecuted(const Response& response, absl::Time started) {
+  for (TracedTensor& t : traced_) {
+    if (t.row < 0) continue;
+    if (t.ready_at == absl::InfinitePast()) t.ready_at = started;
+    timeline_->Span(t.row, "QUEUE", t.ready_at, started);
+  }
+  if (execution_spans_.empty()) return;
+  auto set = process_sets_.find(response.process_set_id);
+  const char* collective = timeline::Timeline::CollectiveLabel(
+      set != process_sets_.end() && set->second.backend != nullptr ? set->second.backend->name()
+                                                                   : "UNKNOWN",
+      response.type);
+  for (const ExecutionSpan& span : execution_spans_) {
+    const int32_t row = traced_[span.index].row;
+    if (row < 0) continue;
+    switch (span.activity) {
+      case ExecutionSpan::Activity::kMemcpyIn:
+        timeline_->Span(row, "MEMCPY_IN_FUSION_BUFFER", span.start, span.end);
+        break;
+      case ExecutionSpan::Activity::kCollective:
+        if (span.chunks > 0) {
+          timeline_->Span(row, collective, span.start, span.end,
+                          timeline::ChunkArgs{span.chunks});
+        } else {
+          timeline_->Span(row, collective, span.start, span.end);
+        }
+        break;
+      case ExecutionSpan::Activity::kMemcpyOut:
+        timeline_->Span(row, "MEMCPY_OUT_FUSION_BUFFER", span.start, span.end);
+        break;
+    }
+  }
+}
+
+void BackgroundLoop::TraceCompleted(const Response& response, absl::Time executed,
+                                    absl::Time done) {
+  for (TracedTensor& t : traced_) {
+    if (t.row < 0) continue;
+    timeline_->Span(t.row, "CALLBACK", executed, done);
+    timeline_->Span(t.row, timeline::Timeline::OpLabel(response.type), t.ready_at, done,
+                    std::move(t.args));
+  }
 }
 
 }  // namespace chorus::runtime

@@ -52,22 +52,25 @@
 #include "runtime/process_set_registry.h"
 #include "runtime/response_cache.h"
 #include "runtime/submission_queue.h"
+#include "timeline/timeline.h"
 
 namespace chorus::runtime {
 
 class BackgroundLoop {
  public:
-  // Borrows `queue`, `registry` and `handles` (they outlive the loop).
+  // Borrows `queue`, `registry`, `handles` and `timeline` (they outlive the loop).
   BackgroundLoop(Config config, std::unique_ptr<Controller> controller, SubmissionQueue* queue,
-                 ProcessSetRegistry* registry, HandleTable* handles);
+                 ProcessSetRegistry* registry, HandleTable* handles,
+                 timeline::Timeline* timeline);
   // Joins the thread. REQUIRES: the queue was closed (the loop then stops).
   ~BackgroundLoop();
   BackgroundLoop(const BackgroundLoop&) = delete;
   BackgroundLoop& operator=(const BackgroundLoop&) = delete;
 
-  // Starts the thread, which first agrees on the shared config with rank 0 and creates the
-  // global process set and `process_sets` (ids 1, 2, ...). Blocks until that is done and
-  // returns its status; on error the thread has exited.
+  // Starts the thread, which first agrees on the shared config with rank 0, estimates this
+  // rank's clock offset for timelines, opens the CHORUS_TIMELINE file if one is configured, and
+  // creates the global process set and `process_sets` (ids 1, 2, ...). Blocks until that is
+  // done and returns its status; on error the thread has exited.
   absl::Status Start(std::vector<std::vector<int32_t>> process_sets);
 
   const Topology& topology() const { return topology_; }
@@ -88,6 +91,11 @@ class BackgroundLoop {
 
   void ThreadMain(std::vector<std::vector<int32_t>> process_sets);
   absl::Status Handshake(const std::vector<std::vector<int32_t>>& process_sets);
+  // OK on every rank if `problem` is empty on every rank; else an error on every rank (this
+  // rank's problem, or `elsewhere`).
+  absl::Status AgreeNoProblem(const std::string& problem, const std::string& elsewhere);
+  // This rank's wall clock minus rank 0's, in microseconds (median of a few barrier exits).
+  absl::StatusOr<double> EstimateClockOffset();
   absl::Status AddProcessSet(int32_t id, std::vector<int32_t> ranks);
   // One cycle; sets *stop when the loop must end. A non-OK status is fatal.
   absl::Status RunCycle(bool* stop);
@@ -108,6 +116,11 @@ class BackgroundLoop {
   // Runs the queued completions: forgets the names, runs callbacks, completes the handles.
   void FlushCompletions();
   void FailAllPending(const absl::Status& status);
+  // Timeline records of one executed response (only while the timeline is active): before it
+  // runs, after the collective, and after its completions.
+  void TraceStart(const Response& response);
+  void TraceExecuted(const Response& response, absl::Time started);
+  void TraceCompleted(const Response& response, absl::Time executed, absl::Time done);
   // `locals[i]`: this rank's request for negotiated.responses[i], if it held the tensor.
   void UpdateCache(const ResponseList& negotiated,
                    const std::vector<std::optional<Request>>& locals);
@@ -120,6 +133,7 @@ class BackgroundLoop {
   SubmissionQueue* queue_;
   ProcessSetRegistry* registry_;
   HandleTable* handles_;
+  timeline::Timeline* timeline_;
   std::thread thread_;
   std::promise<absl::Status> started_;  // set once by the thread after the handshake
 
@@ -141,6 +155,15 @@ class BackgroundLoop {
   std::vector<OpResult> completed_results_;
   std::vector<std::string> completed_names_;
   std::vector<std::pair<Handle, OpResult>> completed_handles_;
+  // Timeline scratch for the response being executed: the traced tensors by name index (row
+  // -1: not held here) and what the executor did.
+  struct TracedTensor {
+    int32_t row = -1;
+    absl::Time ready_at;
+    timeline::OpArgs args;
+  };
+  std::vector<TracedTensor> traced_;
+  std::vector<ExecutionSpan> execution_spans_;
 };
 
 }  // namespace chorus::runtime

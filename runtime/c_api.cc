@@ -100,6 +100,16 @@ int chorus_is_initialized(void) {
   return Guard([] { return chorus::IsInitialized() ? 1 : 0; });
 }
 
+int chorus_start_timeline(const char* path, int mark_cycles) {
+  return Guard([&] {
+    return Report(chorus::StartTimeline(path != nullptr ? path : "", mark_cycles != 0));
+  });
+}
+
+int chorus_stop_timeline(void) {
+  return Guard([] { return Report(chorus::StopTimeline()); });
+}
+
 int chorus_topology(chorus_topology_t* out) {
   return Guard([&] {
     absl::StatusOr<chorus::Topology> t = chorus::GetTopology();

@@ -189,6 +189,64 @@ const Variable kVariables[] = {
      "rank 0 logs the effective configuration at init",
      [](absl::string_view text, Config* c) { return ParseBool(text, &c->print_config); },
      [](const Config& c) { return FormatBool(c.print_config); }},
+    {"CHORUS_TIMELINE",
+     {"HOROVOD_TIMELINE", nullptr},
+     "expected a file path or DYNAMIC",
+     "timeline file recorded from init (DYNAMIC: only start_timeline() records); empty: none",
+     [](absl::string_view text, Config* c) {
+       c->timeline = std::string(text);
+       return true;
+     },
+     [](const Config& c) { return c.timeline; }},
+    {"CHORUS_TIMELINE_MARK_CYCLES",
+     {"HOROVOD_TIMELINE_MARK_CYCLES", nullptr},
+     "expected a boolean (1/0, true/false, yes/no, on/off)",
+     "a CYCLE_START mark per background cycle in the timeline",
+     [](absl::string_view text, Config* c) { return ParseBool(text, &c->timeline_mark_cycles); },
+     [](const Config& c) { return FormatBool(c.timeline_mark_cycles); }},
+    {"CHORUS_TIMELINE_ALL_RANKS",
+     {nullptr, nullptr},
+     "expected a boolean (1/0, true/false, yes/no, on/off)",
+     "every rank records its own timeline file (default: rank 0 only)",
+     [](absl::string_view text, Config* c) { return ParseBool(text, &c->timeline_all_ranks); },
+     [](const Config& c) { return FormatBool(c.timeline_all_ranks); }},
+    {"CHORUS_TIMELINE_MAX_MB",
+     {nullptr, nullptr},
+     "expected a non-negative number of MiB (0 = no cap)",
+     "size cap of a timeline file in MiB; 0 = no cap",
+     [](absl::string_view text, Config* c) {
+       double mb = 0;
+       if (!ParseDouble(text, /*allow_zero=*/true, &mb) || mb > 1e9) return false;
+       c->timeline_max_bytes = static_cast<int64_t>(mb * 1048576.0);
+       return true;
+     },
+     [](const Config& c) {
+       return FormatDouble(static_cast<double>(c.timeline_max_bytes) / 1048576.0);
+     }},
+    {"CHORUS_TIMELINE_QUEUE_EVENTS",
+     {nullptr, nullptr},
+     "expected a positive integer number of events",
+     "timeline events waiting for the writer thread before more are dropped",
+     [](absl::string_view text, Config* c) {
+       return ParseInt64(text, 1, kInt64Max, &c->timeline_queue_events);
+     },
+     [](const Config& c) { return absl::StrCat(c.timeline_queue_events); }},
+    {"CHORUS_TIMELINE_START_CYCLE",
+     {nullptr, nullptr},
+     "expected a non-negative integer cycle number",
+     "the timeline records background cycles from this one on",
+     [](absl::string_view text, Config* c) {
+       return ParseInt64(text, 0, kInt64Max, &c->timeline_start_cycle);
+     },
+     [](const Config& c) { return absl::StrCat(c.timeline_start_cycle); }},
+    {"CHORUS_TIMELINE_STOP_CYCLE",
+     {nullptr, nullptr},
+     "expected a non-negative integer cycle number (0 = no end)",
+     "the timeline file is completed at this background cycle; 0 = at shutdown",
+     [](absl::string_view text, Config* c) {
+       return ParseInt64(text, 0, kInt64Max, &c->timeline_stop_cycle);
+     },
+     [](const Config& c) { return absl::StrCat(c.timeline_stop_cycle); }},
 };
 
 }  // namespace

@@ -52,6 +52,22 @@ struct Config {
   // Rank 0 logs the effective configuration at init. CHORUS_PRINT_CONFIG. Default false.
   bool print_config = false;
 
+  // Timeline (docs/timeline.md). CHORUS_TIMELINE (HOROVOD_TIMELINE): a file to record from
+  // init on, or "DYNAMIC" to allow start_timeline() only; empty: no timeline.
+  std::string timeline;
+  // CYCLE_START marks. CHORUS_TIMELINE_MARK_CYCLES (HOROVOD_TIMELINE_MARK_CYCLES).
+  bool timeline_mark_cycles = false;
+  // Every rank records (else rank 0 only, unless the path has {rank}). CHORUS_TIMELINE_ALL_RANKS.
+  bool timeline_all_ranks = false;
+  // Cap per timeline file in bytes; 0 = none. CHORUS_TIMELINE_MAX_MB (MiB, may be fractional).
+  int64_t timeline_max_bytes = 0;
+  // Events waiting for the writer thread before more are dropped. CHORUS_TIMELINE_QUEUE_EVENTS.
+  int64_t timeline_queue_events = 262144;
+  // Record background cycles start <= c < stop only; stop 0 = no end.
+  // CHORUS_TIMELINE_START_CYCLE, CHORUS_TIMELINE_STOP_CYCLE.
+  int64_t timeline_start_cycle = 0;
+  int64_t timeline_stop_cycle = 0;
+
   // Reads the variables through `lookup` (returns null when a variable is unset); the default
   // lookup is the process environment.
   using Lookup = std::function<const char*(const char*)>;

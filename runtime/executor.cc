@@ -54,8 +54,10 @@ std::byte* Executor::FusionBuffer(int64_t bytes) {
 }
 
 absl::Status Executor::Execute(const Response& response, const std::vector<TensorEntry*>& entries,
-                               ops::CollectiveBackend& backend, std::vector<OpResult>* results) {
+                               ops::CollectiveBackend& backend, std::vector<OpResult>* results,
+                               std::vector<ExecutionSpan>* trace) {
   results->assign(entries.size(), OpResult());
+  trace_ = trace;
   absl::Status status;
   switch (response.type) {
     case OpType::kAllreduce:
@@ -73,17 +75,27 @@ absl::Status Executor::Execute(const Response& response, const std::vector<Tenso
     case OpType::kReducescatter:
       status = Reducescatter(response, *entries.at(0), backend, &(*results)[0]);
       break;
-    case OpType::kBarrier:
+    case OpType::kBarrier: {
+      const absl::Time start = Now();
       status = backend.Barrier();
+      Record(ExecutionSpan::Activity::kCollective, 0, start, Now());
       break;
+    }
     default:
       status = absl::InternalError(
           absl::StrCat("executor cannot run a ", OpTypeName(response.type), " response"));
   }
+  trace_ = nullptr;
   if (!status.ok()) {
     for (OpResult& r : *results) r = StatusResult(status);
   }
   return status;
+}
+
+void Executor::Record(ExecutionSpan::Activity activity, size_t index, absl::Time start,
+                      absl::Time end, int64_t chunks) {
+  if (trace_ == nullptr) return;
+  trace_->push_back(ExecutionSpan{activity, static_cast<int32_t>(index), start, end, chunks});
 }
 
 absl::Status Executor::Allreduce(const Response& response,
@@ -109,6 +121,7 @@ absl::Status Executor::Allreduce(const Response& response,
     }
     // Note [Pipelined fusion]: large tensors are reduced where they are, chunk by chunk.
     TensorEntry* entry = entries[i];
+    const absl::Time start = Now();
     for (int64_t off = 0; off < count; off += chunk_elems) {
       const int64_t n = std::min(chunk_elems, count - off);
       if (entry == nullptr) {
@@ -127,6 +140,8 @@ absl::Status Executor::Allreduce(const Response& response,
         ops::ScaleInPlace(dst, n, dtype, post);
       }
     }
+    Record(ExecutionSpan::Activity::kCollective, i, start, Now(),
+           (count + chunk_elems - 1) / chunk_elems);
   }
   if (packed_elems == 0) return absl::OkStatus();
 
@@ -136,6 +151,8 @@ absl::Status Executor::Allreduce(const Response& response,
   int64_t first_off = 0;   // elements of packed[first] already handled
   while (first < packed.size()) {
     // Pack.
+    const size_t window_first = first;
+    const absl::Time pack_start = Now();
     int64_t filled = 0;
     size_t t = first;
     int64_t t_off = first_off;
@@ -156,7 +173,10 @@ absl::Status Executor::Allreduce(const Response& response,
         t_off = 0;
       }
     }
+    const size_t window_end = t_off > 0 ? t + 1 : t;  // packed[window_first, window_end)
+    const absl::Time reduce_start = Now();
     CHORUS_RETURN_IF_ERROR(backend.Allreduce(buffer, buffer, filled, dtype, op));
+    const absl::Time unpack_start = Now();
     // Unpack the same ranges.
     int64_t drained = 0;
     while (drained < filled) {
@@ -176,6 +196,14 @@ absl::Status Executor::Allreduce(const Response& response,
     }
     // Zero-element tensors at the end of the window are complete as well.
     while (first < packed.size() && NumElements(response.shapes[packed[first]]) == 0) ++first;
+    if (trace_ != nullptr) {
+      const absl::Time end = Now();
+      for (size_t k = window_first; k < std::max(window_end, first); ++k) {
+        Record(ExecutionSpan::Activity::kMemcpyIn, packed[k], pack_start, reduce_start);
+        Record(ExecutionSpan::Activity::kCollective, packed[k], reduce_start, unpack_start);
+        Record(ExecutionSpan::Activity::kMemcpyOut, packed[k], unpack_start, end);
+      }
+    }
   }
   return absl::OkStatus();
 }
@@ -207,13 +235,17 @@ absl::Status Executor::Allgather(const Response& response,
     for (size_t k = 0; k < m; ++k) recv_bytes[r] += first_dim(k, r) * row_bytes[k];
   }
   if (m == 1) {
-    return backend.Allgatherv(entries[0]->op.input.data, (*results)[0].output->data(),
-                              recv_bytes);
+    const absl::Time start = Now();
+    CHORUS_RETURN_IF_ERROR(
+        backend.Allgatherv(entries[0]->op.input.data, (*results)[0].output->data(), recv_bytes));
+    Record(ExecutionSpan::Activity::kCollective, 0, start, Now());
+    return absl::OkStatus();
   }
 
   // Several tensors: pack this rank's rows of each, gather rank-major, unpack per tensor.
   int64_t total = 0;
   for (int64_t b : recv_bytes) total += b;
+  const absl::Time pack_start = Now();
   std::byte* send = FusionBuffer(recv_bytes[me] + total);
   std::byte* recv = send + recv_bytes[me];
   int64_t off = 0;
@@ -222,7 +254,9 @@ absl::Status Executor::Allgather(const Response& response,
     if (bytes > 0) std::memcpy(send + off, entries[k]->op.input.data, static_cast<size_t>(bytes));
     off += bytes;
   }
+  const absl::Time gather_start = Now();
   CHORUS_RETURN_IF_ERROR(backend.Allgatherv(send, recv, recv_bytes));
+  const absl::Time unpack_start = Now();
   std::vector<int64_t> out_off(m, 0);
   const std::byte* src = recv;
   for (int r = 0; r < size; ++r) {
@@ -235,6 +269,14 @@ absl::Status Executor::Allgather(const Response& response,
       src += bytes;
     }
   }
+  if (trace_ != nullptr) {
+    const absl::Time end = Now();
+    for (size_t k = 0; k < m; ++k) {
+      Record(ExecutionSpan::Activity::kMemcpyIn, k, pack_start, gather_start);
+      Record(ExecutionSpan::Activity::kCollective, k, gather_start, unpack_start);
+      Record(ExecutionSpan::Activity::kMemcpyOut, k, unpack_start, end);
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -243,7 +285,9 @@ absl::Status Executor::Broadcast(const Response& response,
                                  ops::CollectiveBackend& backend) {
   for (size_t i = 0; i < entries.size(); ++i) {
     const TensorView& t = entries[i]->op.input;
+    const absl::Time start = Now();
     CHORUS_RETURN_IF_ERROR(backend.Broadcast(t.data, t.num_bytes(), response.root_rank));
+    Record(ExecutionSpan::Activity::kCollective, i, start, Now());
   }
   return absl::OkStatus();
 }
@@ -256,6 +300,7 @@ absl::Status Executor::Alltoall(const Response& response, TensorEntry& entry,
   std::vector<int64_t> send_rows = entry.op.splits;
   if (send_rows.empty()) send_rows.assign(size, in.shape[0] / size);
 
+  const absl::Time start = Now();
   // Exchange row counts: 8 bytes to and from every rank.
   std::vector<int64_t> recv_rows(size, 0);
   std::vector<int64_t> eight(size, 8), offsets(size);
@@ -290,8 +335,10 @@ absl::Status Executor::Alltoall(const Response& response, TensorEntry& entry,
   result->output_shape = in.shape;
   result->output_shape[0] = rows;
   result->received_splits = recv_rows;
-  return backend.Alltoallv(in.data, send_bytes, send_off, result->output->data(), recv_bytes,
-                           recv_off);
+  CHORUS_RETURN_IF_ERROR(backend.Alltoallv(in.data, send_bytes, send_off,
+                                           result->output->data(), recv_bytes, recv_off));
+  Record(ExecutionSpan::Activity::kCollective, 0, start, Now());
+  return absl::OkStatus();
 }
 
 absl::Status Executor::Reducescatter(const Response& response, TensorEntry& entry,
@@ -310,6 +357,7 @@ absl::Status Executor::Reducescatter(const Response& response, TensorEntry& entr
   if (row == 0) result->output_shape[0] = dim0 / size + (me < dim0 % size ? 1 : 0);
   result->output = NewOutput(counts[me] * esize);
 
+  const absl::Time start = Now();
   const void* send = in.data;
   if (response.prescale_factor != 1.0) {
     std::byte* scaled = FusionBuffer(in.num_bytes());
@@ -319,6 +367,7 @@ absl::Status Executor::Reducescatter(const Response& response, TensorEntry& entr
   CHORUS_RETURN_IF_ERROR(backend.ReduceScatter(send, result->output->data(), counts, in.dtype,
                                                BackendOp(response.reduce_op)));
   ops::ScaleInPlace(result->output->data(), counts[me], in.dtype, PostscaleFor(response, size));
+  Record(ExecutionSpan::Activity::kCollective, 0, start, Now());
   return absl::OkStatus();
 }
 

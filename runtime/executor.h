@@ -26,11 +26,22 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "ops/collective_backend.h"
 #include "runtime/message.h"
 #include "runtime/tensor_entry.h"
 
 namespace chorus::runtime {
+
+// What the executor did, for timelines: `activity` on response.names[index] from start to end.
+struct ExecutionSpan {
+  enum class Activity : uint8_t { kMemcpyIn, kCollective, kMemcpyOut };
+  Activity activity = Activity::kCollective;
+  int32_t index = 0;
+  absl::Time start;
+  absl::Time end;
+  int64_t chunks = 0;  // kCollective of a tensor reduced in place: its pipeline chunks
+};
 
 class Executor {
  public:
@@ -43,9 +54,11 @@ class Executor {
   // the caller must treat the transport as broken; results then carry that status too. An op
   // every rank of the set agrees to refuse (an alltoall message too large for one transport
   // call) instead returns OK with the error in its result.
+  // With `trace`, appends what it did (for timelines); without, reads no clock.
   // REQUIRES: entries.size() == response.names.size(); this rank is a member of the backend.
   absl::Status Execute(const Response& response, const std::vector<TensorEntry*>& entries,
-                       ops::CollectiveBackend& backend, std::vector<OpResult>* results);
+                       ops::CollectiveBackend& backend, std::vector<OpResult>* results,
+                       std::vector<ExecutionSpan>* trace = nullptr);
 
  private:
   absl::Status Allreduce(const Response& response, const std::vector<TensorEntry*>& entries,
@@ -59,12 +72,18 @@ class Executor {
   absl::Status Reducescatter(const Response& response, TensorEntry& entry,
                              ops::CollectiveBackend& backend, OpResult* result);
 
+  // The clock when tracing, else a constant.
+  absl::Time Now() const { return trace_ != nullptr ? absl::Now() : absl::InfinitePast(); }
+  void Record(ExecutionSpan::Activity activity, size_t index, absl::Time start, absl::Time end,
+              int64_t chunks = 0);
+
   // A scratch buffer of at least `bytes` bytes (contents undefined), valid until the next call.
   std::byte* FusionBuffer(int64_t bytes);
 
   SharedConfig config_;
   std::unique_ptr<std::byte[]> fusion_buffer_;
   int64_t fusion_capacity_ = 0;
+  std::vector<ExecutionSpan>* trace_ = nullptr;  // during Execute only
 };
 
 }  // namespace chorus::runtime

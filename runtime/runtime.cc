@@ -1,5 +1,7 @@
 #include "runtime/runtime.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <utility>
 
@@ -57,9 +59,20 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(
     std::vector<std::vector<int32_t>> process_sets) {
   std::unique_ptr<Runtime> runtime(new Runtime(config));
   runtime->topology_ = controller->topology();
-  runtime->loop_ =
-      std::make_unique<BackgroundLoop>(std::move(config), std::move(controller), &runtime->queue_,
-                                       &runtime->registry_, &runtime->handles_);
+  timeline::Timeline::Settings settings;
+  settings.rank = runtime->topology_.rank;
+  settings.size = runtime->topology_.size;
+  char host[256] = {};
+  if (::gethostname(host, sizeof(host) - 1) == 0) settings.hostname = host;
+  settings.all_ranks = config.timeline_all_ranks;
+  settings.max_bytes = config.timeline_max_bytes;
+  settings.queue_events = static_cast<size_t>(config.timeline_queue_events);
+  settings.start_cycle = config.timeline_start_cycle;
+  settings.stop_cycle = config.timeline_stop_cycle;
+  runtime->timeline_ = std::make_unique<timeline::Timeline>(std::move(settings));
+  runtime->loop_ = std::make_unique<BackgroundLoop>(
+      std::move(config), std::move(controller), &runtime->queue_, &runtime->registry_,
+      &runtime->handles_, runtime->timeline_.get());
   absl::Status started = runtime->loop_->Start(std::move(process_sets));
   if (!started.ok()) {
     runtime->queue_.Close(absl::StrCat("chorus failed to start: ", started.ToString()));
@@ -69,6 +82,21 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(
 }
 
 Runtime::~Runtime() { Shutdown(); }
+
+absl::Status Runtime::StartTimeline(const std::string& path, bool mark_cycles) {
+  if (config_.timeline.empty()) {
+    return absl::FailedPreconditionError(
+        "Set CHORUS_TIMELINE=DYNAMIC (or HOROVOD_TIMELINE=DYNAMIC) to enable dynamic timeline "
+        "usage.");
+  }
+  if (path.empty()) return absl::InvalidArgumentError("start_timeline: the file path is empty");
+  return timeline_->Start(path, mark_cycles);
+}
+
+absl::Status Runtime::StopTimeline() {
+  timeline_->Stop();
+  return absl::OkStatus();
+}
 
 void Runtime::Shutdown() {
   MutexLock lock(&shutdown_mu_);

@@ -47,6 +47,13 @@ class Runtime {
   absl::Status Wait(Handle handle) const { return handles_.Wait(handle); }
   absl::StatusOr<OpResult> Release(Handle handle) { return handles_.Release(handle); }
 
+  // Records a timeline into `path` (docs/timeline.md) from the next cycle on. REQUIRES the
+  // CHORUS_TIMELINE (HOROVOD_TIMELINE) variable to be set (a path or DYNAMIC), as in Horovod:
+  // FailedPrecondition otherwise. Local to this rank (not collective).
+  absl::Status StartTimeline(const std::string& path, bool mark_cycles);
+  // Ends the recording; returns once the file is complete. OK when nothing is recorded.
+  absl::Status StopTimeline();
+
   // Test-only view of the loop's counters. REQUIRES: not shut down.
   const BackgroundLoop::Counters& TEST_counters() const { return loop_->counters(); }
 
@@ -69,6 +76,7 @@ class Runtime {
   SubmissionQueue queue_;
   ProcessSetRegistry registry_;
   HandleTable handles_;
+  std::unique_ptr<timeline::Timeline> timeline_;  // outlives loop_
   std::unique_ptr<BackgroundLoop> loop_;
 
   Mutex name_mu_;

@@ -26,6 +26,7 @@ struct TensorEntry {
   // Background-loop bookkeeping.
   int32_t cache_bit = -1;         // >= 0: waiting on the cache fast path at this bit
   bool in_unsent = false;          // listed in the loop's unsent_ (not yet sent to rank 0)
+  absl::Time ready_at = absl::InfinitePast();  // when negotiation ended (set while tracing)
 };
 
 // A result carrying only a status (a failed or status-only op).

@@ -1,6 +1,8 @@
 """Training-loop behaviour: optimizer-state broadcast, join with uneven data, and the API
 additions (sparse_allreduce_async, timeline, Adasum errors)."""
 
+import os
+
 import pytest
 import torch
 
@@ -173,13 +175,16 @@ def _rank_dense(r):
     return d
 
 
-def test_timeline_is_reported_unavailable():
-    with pytest.raises(NotImplementedError, match="timelines are not available"):
-        hvd.start_timeline("/tmp/chorus_timeline.json")
-    with pytest.raises(NotImplementedError, match="timelines are not available"):
-        hvd.start_timeline("/tmp/chorus_timeline.json", mark_cycles=True)
-    with pytest.raises(NotImplementedError, match="timelines are not available"):
-        hvd.stop_timeline()
+def test_start_timeline_needs_the_timeline_variable(tmp_path):
+    # As in Horovod: without CHORUS_TIMELINE/HOROVOD_TIMELINE at init, start_timeline is refused
+    # (the recording itself is tested in test/timeline with real jobs).
+    assert "CHORUS_TIMELINE" not in os.environ and "HOROVOD_TIMELINE" not in os.environ
+    with pytest.raises(ValueError, match="CHORUS_TIMELINE=DYNAMIC"):
+        hvd.start_timeline(str(tmp_path / "t.json"))
+    with pytest.raises(ValueError, match="CHORUS_TIMELINE=DYNAMIC"):
+        hvd.start_timeline(str(tmp_path / "t.json"), mark_cycles=True)
+    hvd.stop_timeline()  # nothing recorded: a no-op
+    assert not (tmp_path / "t.json").exists()
 
 
 def test_adasum_is_rejected_clearly():

@@ -210,6 +210,13 @@ TEST_CASE("Describe lists the defaults in a stable order", "[config]") {
       "CHORUS_IDLE_CYCLE_MS=20",
       "CHORUS_LOG_LEVEL=warning",
       "CHORUS_PRINT_CONFIG=false",
+      "CHORUS_TIMELINE=",
+      "CHORUS_TIMELINE_MARK_CYCLES=false",
+      "CHORUS_TIMELINE_ALL_RANKS=false",
+      "CHORUS_TIMELINE_MAX_MB=0",
+      "CHORUS_TIMELINE_QUEUE_EVENTS=262144",
+      "CHORUS_TIMELINE_START_CYCLE=0",
+      "CHORUS_TIMELINE_STOP_CYCLE=0",
   };
   CHECK(Config{}.Describe() == expected);
 }
@@ -227,6 +234,13 @@ TEST_CASE("Describe output reads back as the same configuration", "[config]") {
       {"CHORUS_IDLE_CYCLE_MS", "3.3"},
       {"CHORUS_LOG_LEVEL", "info"},
       {"CHORUS_PRINT_CONFIG", "1"},
+      {"CHORUS_TIMELINE", "/tmp/t.json"},
+      {"CHORUS_TIMELINE_MARK_CYCLES", "yes"},
+      {"CHORUS_TIMELINE_ALL_RANKS", "1"},
+      {"CHORUS_TIMELINE_MAX_MB", "0.5"},
+      {"CHORUS_TIMELINE_QUEUE_EVENTS", "16"},
+      {"CHORUS_TIMELINE_START_CYCLE", "3"},
+      {"CHORUS_TIMELINE_STOP_CYCLE", "9"},
   };
   auto first = Read(env);
   REQUIRE(first.ok());
@@ -245,6 +259,22 @@ TEST_CASE("Describe output reads back as the same configuration", "[config]") {
   CHECK(second->cycle_time == first->cycle_time);
   CHECK(second->idle_cycle_time == first->idle_cycle_time);
   CHECK(second->stall_warning_time == first->stall_warning_time);
+  CHECK(second->timeline == "/tmp/t.json");
+  CHECK(second->timeline_max_bytes == 524288);
+  CHECK(second->timeline_queue_events == 16);
+  CHECK(second->timeline_start_cycle == 3);
+  CHECK(second->timeline_stop_cycle == 9);
+  CHECK(second->timeline_mark_cycles);
+  CHECK(second->timeline_all_ranks);
+}
+
+TEST_CASE("HOROVOD_TIMELINE and HOROVOD_TIMELINE_MARK_CYCLES are read as aliases", "[config]") {
+  auto config = Read({{"HOROVOD_TIMELINE", "DYNAMIC"}, {"HOROVOD_TIMELINE_MARK_CYCLES", "1"}});
+  REQUIRE(config.ok());
+  CHECK(config->timeline == "DYNAMIC");
+  CHECK(config->timeline_mark_cycles);
+  CHECK_FALSE(Read({{"CHORUS_TIMELINE_MAX_MB", "-1"}}).ok());
+  CHECK_FALSE(Read({{"CHORUS_TIMELINE_QUEUE_EVENTS", "0"}}).ok());
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <latch>
 #include <future>
 #include <mutex>
 #include <numeric>
@@ -287,10 +288,18 @@ TEST_CASE("stalled ops fail with DeadlineExceeded after the stall shutdown time"
 
 TEST_CASE("shutdown completes pending ops with Aborted", "[runtime]") {
   Failures f;
+  std::latch enqueued(1);  // rank 1 shuts down (for everyone) only after rank 0's enqueue
   auto errs = RunRanks(2, [&](int rank, Runtime& rt) {
     std::vector<float> d(3, 1.0f);
     Handle h = 0;
-    if (rank == 0) h = *rt.Enqueue(Allreduce("never", d, ReduceOp::kSum));
+    if (rank == 0) {
+      auto handle = rt.Enqueue(Allreduce("never", d, ReduceOp::kSum));
+      RANK_CHECK(f, handle.ok(), handle.status().ToString());
+      h = handle.value_or(0);
+      enqueued.count_down();
+    } else {
+      enqueued.wait();
+    }
     rt.Shutdown();
     if (rank == 0) {
       absl::Status st = rt.Wait(h);

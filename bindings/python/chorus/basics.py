@@ -62,6 +62,35 @@ def shutdown():
     _ps._teardown()
 
 
+def start_timeline(file_path, mark_cycles=False):
+    """Creates a timeline file at `file_path` and begins recording (docs/timeline.md).
+
+    mark_cycles: mark each background cycle on the timeline (default: False).
+    Raises ValueError if chorus is not initialized, or if CHORUS_TIMELINE (HOROVOD_TIMELINE) was
+    not set at init (set it to DYNAMIC to use start_timeline), as Horovod does. Only rank 0
+    records, unless CHORUS_TIMELINE_ALL_RANKS=1 or the path contains "{rank}".
+    """
+    if not _C.is_initialized():
+        raise ValueError(_NOT_INITIALIZED)
+    try:
+        _C.start_timeline(str(file_path), bool(mark_cycles))
+    except _C.ChorusError as e:
+        raise ValueError(str(e)) from None
+
+
+def stop_timeline():
+    """Stops the active timeline recording and closes the file.
+
+    Raises ValueError if chorus is not initialized.
+    """
+    if not _C.is_initialized():
+        raise ValueError(_NOT_INITIALIZED)
+    try:
+        _C.stop_timeline()
+    except _C.ChorusError as e:
+        raise ValueError(str(e)) from None
+
+
 def is_initialized():
     return _C.is_initialized()
 

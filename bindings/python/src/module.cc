@@ -448,6 +448,25 @@ PYBIND11_MODULE(_C, m) {
   m.def("shutdown", &Shutdown);
   m.def("is_initialized", [] { return chorus_is_initialized() == 1; });
   m.def("topology", &Topology);
+  m.def(
+      "start_timeline",
+      [](const std::string& path, bool mark_cycles) {
+        int code = 0;
+        {
+          py::gil_scoped_release release;  // waits for the background loop's next cycle
+          code = chorus_start_timeline(path.c_str(), mark_cycles ? 1 : 0);
+        }
+        Check(code);
+      },
+      py::arg("path"), py::arg("mark_cycles") = false);
+  m.def("stop_timeline", [] {
+    int code = 0;
+    {
+      py::gil_scoped_release release;
+      code = chorus_stop_timeline();
+    }
+    Check(code);
+  });
   m.def("enqueue", &Enqueue, py::arg("op"));
   m.def("enqueue_group", &EnqueueGroup, py::arg("ops"));
   m.def("poll", &Poll, py::arg("handle"));

@@ -72,6 +72,13 @@ CHORUS_EXPORT int chorus_shutdown(void);
 CHORUS_EXPORT int chorus_is_initialized(void);
 CHORUS_EXPORT int chorus_topology(chorus_topology_t* out);
 
+/* Timelines (docs/timeline.md). start: records into path (per-rank rules apply) from the next
+ * background cycle; needs CHORUS_TIMELINE (or HOROVOD_TIMELINE) set, to a path or DYNAMIC
+ * (FAILED_PRECONDITION otherwise). stop: returns once the file is complete. Local, not
+ * collective. */
+CHORUS_EXPORT int chorus_start_timeline(const char* path, int mark_cycles);
+CHORUS_EXPORT int chorus_stop_timeline(void);
+
 /* Submits one op; *out receives its handle. done (optional) runs once on completion. */
 CHORUS_EXPORT int chorus_enqueue(const chorus_op_t* op, chorus_done_fn done, void* done_arg,
                                  chorus_handle_t* out);

@@ -142,6 +142,14 @@ absl::Status Wait(Handle handle);
 // Waits for the op, then returns its result and forgets the handle.
 absl::StatusOr<OpResult> Release(Handle handle);
 
+// Timelines (docs/timeline.md): records this rank's events into `path` (rank 0 only unless
+// CHORUS_TIMELINE_ALL_RANKS or a `{rank}` placeholder) from the next background cycle.
+// REQUIRES: CHORUS_TIMELINE (or HOROVOD_TIMELINE) is set, to a path or DYNAMIC, as in Horovod
+// (FailedPrecondition otherwise). Not collective.
+absl::Status StartTimeline(const std::string& path, bool mark_cycles = false);
+// Ends the recording; returns once the file is complete.
+absl::Status StopTimeline();
+
 }  // namespace chorus
 
 #endif  // CHORUS_CHORUS_H_

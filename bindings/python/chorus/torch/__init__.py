@@ -4,7 +4,7 @@ from chorus.basics import (ccl_built, cross_rank, cross_size, cuda_built, ddl_bu
                            gloo_built, gloo_enabled, init, is_homogeneous, is_initialized,
                            local_rank, local_size, mpi_built, mpi_enabled,
                            mpi_threads_supported, nccl_built, rank, rocm_built, shutdown,
-                           size)
+                           size, start_timeline, stop_timeline)
 from chorus.process_sets import (ProcessSet, add_process_set, global_process_set,
                                  remove_process_set)
 from chorus.torch.compression import Compression
@@ -20,7 +20,6 @@ from chorus.torch.mpi_ops import (allgather, allgather_async, allreduce, allredu
                                   grouped_allreduce_async, grouped_allreduce_async_,
                                   grouped_reducescatter, grouped_reducescatter_async, join,
                                   poll, reducescatter, reducescatter_async,
-                                  sparse_allreduce_async, start_timeline, stop_timeline,
-                                  synchronize)
+                                  sparse_allreduce_async, synchronize)
 from chorus.torch.optimizer import DistributedOptimizer
 from chorus.torch.sync_batch_norm import SyncBatchNorm

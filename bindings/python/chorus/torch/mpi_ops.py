@@ -710,16 +710,3 @@ def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
     values_handle = allgather_async(values, name="%s.values" % name, process_set=process_set)
     return _SparseHandle(tensor, indices_handle, values_handle, op, process_set)
 
-
-# ---------------------------------------------------------------------------------------------
-# timeline
-
-
-def start_timeline(file_path, mark_cycles=False):
-    """horovod's start_timeline; this chorus build has no timeline: raises NotImplementedError."""
-    raise NotImplementedError("timelines are not available in this chorus build")
-
-
-def stop_timeline():
-    """horovod's stop_timeline; this chorus build has no timeline: raises NotImplementedError."""
-    raise NotImplementedError("timelines are not available in this chorus build")
