@@ -5,6 +5,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
@@ -40,7 +41,13 @@ std::optional<TaggedLine> RewriteRankTag(absl::string_view line) {
     for (absl::string_view stream : {"stdout>:", "stderr>:", "stddiag>:"}) {
       if (absl::StartsWith(rest, stream)) {
         TaggedLine tagged;
-        tagged.text = absl::StrCat(line.substr(0, start), "[", rank, "]<", rest);
+        // mpirun tags every chunk a worker writes, so a line written in two pieces carries the
+        // same tag again where the second piece starts: drop the repeats.
+        const absl::string_view tag =
+            line.substr(start, static_cast<size_t>(rest.data() - line.data()) - start +
+                                   stream.size());
+        const std::string body = absl::StrReplaceAll(rest.substr(stream.size()), {{tag, ""}});
+        tagged.text = absl::StrCat(line.substr(0, start), "[", rank, "]<", stream, body);
         tagged.is_stdout = stream == absl::string_view("stdout>:");
         if (!absl::SimpleAtoi(rank, &tagged.rank)) return std::nullopt;
         return tagged;

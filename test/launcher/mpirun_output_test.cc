@@ -15,6 +15,9 @@ TEST_CASE("Rank tags are rewritten to horovodrun's form", "[launcher][output]") 
       {"[1,3]<stddiag>:diag", "[3]<stddiag>:diag", 3, false},
       {"[1,1]<stdout>:", "[1]<stdout>:", 1, true},
       {"[1,0]<stdout>:[1,5]<stdout>:inner", "[0]<stdout>:[1,5]<stdout>:inner", 0, true},
+      // A line written in two chunks: mpirun tags the second one too.
+      {"[1,0]<stdout>:Loss: 2.29[1,0]<stdout>:", "[0]<stdout>:Loss: 2.29", 0, true},
+      {"[7,2]<stderr>:a[7,2]<stderr>:b[7,2]<stderr>:c", "[2]<stderr>:abc", 2, false},
       {"Tue Dec  1 06:35:27 2026[1,0]<stdout>:hi", "Tue Dec  1 06:35:27 2026[0]<stdout>:hi", 0,
        true},
   }));
