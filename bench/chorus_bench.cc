@@ -118,6 +118,9 @@ int ParseArgs(int argc, char** argv, bool verbose, Args& args) {
                     "Also time chorus steps recording a timeline into FILE (rank 0; the file "
                     "keeps the last recorded step): the timeline's overhead")
       ->type_name("FILE");
+  steps->add_flag("--compare-controllers", st.compare_controllers,
+                  "Also time chorus on the UCX controller (the MPI-less data plane), re-initialised "
+                  "before each such step: UCX against MPI in the same run");
 
   try {
     app.parse(argc, argv);

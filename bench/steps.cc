@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <string>
 #include <utility>
@@ -173,8 +174,18 @@ class StepBench {
   std::vector<Handle> handles_;            // of the chorus step in progress
 };
 
+// Shuts chorus down and starts it again on `controller` ("mpi" or "ucx"), then runs `warmup`
+// untimed steps so that the response cache is warm again.
+absl::Status Reinit(StepBench& bench, const char* controller, int warmup) {
+  CHORUS_RETURN_IF_ERROR(Shutdown());
+  ::setenv("CHORUS_CONTROLLER", controller, /*overwrite=*/1);
+  CHORUS_RETURN_IF_ERROR(Init());
+  for (int i = 0; i < warmup; ++i) CHORUS_RETURN_IF_ERROR(bench.ChorusStep());
+  return absl::OkStatus();
+}
+
 std::vector<Config> MakeConfigs(StepBench& bench, bool chunk_sweep,
-                                const std::string& timeline_path) {
+                                const std::string& timeline_path, bool compare_controllers) {
   const int64_t n = static_cast<int64_t>(bench.tensors().size());
   const int64_t total_bytes = bench.total_elements() * static_cast<int64_t>(sizeof(float));
   std::vector<Config> configs;
@@ -185,6 +196,12 @@ std::vector<Config> MakeConfigs(StepBench& bench, bool chunk_sweep,
                        [&bench] { return bench.ChorusStep(); },
                        [timeline_path] { return StartTimeline(timeline_path); },
                        [] { return StopTimeline(); }});
+  }
+  if (compare_controllers) {
+    configs.push_back({"chorus_ucx", absl::StrCat("chorus on UCX: ", n, " x Average allreduce"),
+                       n, true, [&bench] { return bench.ChorusStep(); },
+                       [&bench] { return Reinit(bench, "ucx", 2); },
+                       [&bench] { return Reinit(bench, "mpi", 2); }});
   }
   configs.push_back({"raw_single", "raw (a): one MPI_Allreduce, whole buffer", 1, false,
                      [&bench] { return bench.RawSingle(); }, nullptr, nullptr});
@@ -210,7 +227,9 @@ absl::Status Verify(StepBench& bench, const Config& config) {
   } else {
     bench.FillRaw();
   }
+  if (config.before) CHORUS_RETURN_IF_ERROR(config.before());
   CHORUS_RETURN_IF_ERROR(config.run());
+  if (config.after) CHORUS_RETURN_IF_ERROR(config.after());
   const bool ok = config.is_chorus ? bench.CheckChorus(&error) : bench.CheckRaw(&error);
   if (!ok) {
     std::fprintf(stderr, "chorus_bench steps: rank %d: %s computed a wrong result: %s\n",
@@ -237,9 +256,11 @@ absl::StatusOr<nlohmann::json> RunSteps(const StepsOptions& options) {
   const int ranks = WorldSize();
   const bool print = rank == 0;
   StepBench bench(std::move(tensors), rank, ranks);
-  const std::vector<Config> configs =
-      MakeConfigs(bench, options.chunk_sweep, options.timeline_path);
-  const size_t first_raw = options.timeline_path.empty() ? 1 : 2;
+  const std::vector<Config> configs = MakeConfigs(bench, options.chunk_sweep,
+                                                  options.timeline_path,
+                                                  options.compare_controllers);
+  size_t first_raw = 1;  // configs: chorus, [chorus_timeline], [chorus_ucx], raw...
+  while (configs[first_raw].is_chorus) ++first_raw;
   const int64_t num_tensors = static_cast<int64_t>(bench.tensors().size());
   const int64_t total_bytes = bench.total_elements() * static_cast<int64_t>(sizeof(float));
 
@@ -325,16 +346,26 @@ absl::StatusOr<nlohmann::json> RunSteps(const StepsOptions& options) {
   out["chorus_over_fastest_raw"] = over(fastest);
   const size_t per_tensor = first_raw + 1;
   out["chorus_over_per_tensor_raw"] = over(per_tensor);
-  if (!options.timeline_path.empty()) {
-    out["timeline_overhead"] = chorus_median > 0 ? summaries[1].median / chorus_median - 1 : 0.0;
-  }
+  auto median_of = [&](const char* key) {
+    for (size_t c = 0; c < configs.size(); ++c) {
+      if (configs[c].key == key) return summaries[c].median;
+    }
+    return 0.0;
+  };
+  const double timeline_ratio = chorus_median > 0 ? median_of("chorus_timeline") / chorus_median : 0;
+  const double ucx_ratio = chorus_median > 0 ? median_of("chorus_ucx") / chorus_median : 0;
+  if (!options.timeline_path.empty()) out["timeline_overhead"] = timeline_ratio - 1;
+  if (options.compare_controllers) out["ucx_over_mpi"] = ucx_ratio;
   if (print) {
     std::printf("# fastest raw: %s\n", configs[fastest].label.c_str());
     std::printf("chorus / fastest raw = %.2f\n", over(fastest));
     std::printf("chorus / per-tensor raw (b) = %.2f\n", over(per_tensor));
     if (!options.timeline_path.empty()) {
       std::printf("timeline overhead = %+.1f%% (chorus with timeline / chorus - 1)\n",
-                  100.0 * (summaries[1].median / chorus_median - 1));
+                  100.0 * (timeline_ratio - 1));
+    }
+    if (options.compare_controllers) {
+      std::printf("chorus on UCX / chorus on MPI = %.2f\n", ucx_ratio);
     }
     std::fflush(stdout);
   }

@@ -36,6 +36,10 @@ struct StepsOptions {
   // and stop_timeline after each such step, both untimed; the file keeps the last one).
   // REQUIRES CHORUS_TIMELINE to have been set at init (the bench sets DYNAMIC).
   std::string timeline_path;
+  // Also time chorus on the UCX controller (CHORUS_CONTROLLER=ucx: the MPI-less data plane,
+  // here with addresses exchanged over MPI): before each such step chorus is re-initialised on
+  // UCX and warmed up, after it re-initialised on MPI (all untimed).
+  bool compare_controllers = false;
 };
 
 // Runs the benchmark and prints its table on rank 0; returns the results as JSON (every rank).

@@ -46,7 +46,8 @@ class Definitions {
                   "Shows which frameworks and libraries have been built into chorus.");
     app_.add_flag("--disable-cache", disable_cache_, "Accepted for horovodrun compatibility.");
     Optional("--start-timeout", &o->start_timeout_s,
-             "Seconds chorusrun waits for the start (default: 30, or HOROVOD_START_TIMEOUT).");
+             "Seconds for the start (default: 30, or HOROVOD_START_TIMEOUT). --gloo: each ssh "
+             "host check and connection, and how long workers wait for every rank to join.");
     app_.add_option("--network-interfaces", nics_,
                     "Comma-separated network interfaces to use for communication.")
         ->expected(1)
@@ -58,8 +59,12 @@ class Definitions {
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
         ->allow_extra_args(false);
     Optional("--output-filename", &o->output_filename,
-             "Directory for each rank's stdout/stderr (passed to mpirun's --output-filename).");
-    app_.add_flag("--verbose", o->verbose, "Print extra messages, including the mpirun command.");
+             "Directory for each rank's stdout/stderr. MPI mode: passed to mpirun's "
+             "--output-filename. --gloo: written to DIR/rank.<r>/stdout and DIR/rank.<r>/stderr "
+             "instead of the terminal.");
+    app_.add_flag("--verbose", o->verbose,
+                  "Print extra messages, including the mpirun command (--gloo: each worker's "
+                  "command and the rendezvous address).");
     Optional("--config-file", &o->config_file,
              "YAML file of runtime parameters; flags given on the command line win over it.");
 
@@ -135,7 +140,11 @@ class Definitions {
     CLI::Option* hostfile = Optional("--hostfile", &o->hostfile, "File of 'host slots=N' lines.");
     hosts->excludes(hostfile);
 
-    CLI::Option* gloo = app_.add_flag("--gloo", gloo_, "Run without MPI (not available yet).");
+    CLI::Option* gloo = app_.add_flag(
+        "--gloo", o->gloo,
+        "MPI-less mode: chorusrun starts the workers itself (locally, or over ssh) and they "
+        "connect over UCX. Without -H/--hostfile the hosts come from a Slurm allocation "
+        "(SLURM_JOB_NODELIST, SLURM_TASKS_PER_NODE) when there is one.");
     CLI::Option* mpi = app_.add_flag("--mpi", mpi_, "Run with the MPI controller (default).");
     CLI::Option* jsrun = app_.add_flag("--jsrun", jsrun_, "Launch with jsrun (not supported).");
     gloo->excludes(mpi)->excludes(jsrun);
@@ -143,6 +152,7 @@ class Definitions {
   }
 
   CLI::App& app() { return app_; }
+  bool mpi_given() const { return mpi_; }
 
   // The status of the parsed values: range checks and the unsupported modes.
   absl::StatusOr<CommandLine::Action> Finish() {
@@ -156,9 +166,14 @@ class Definitions {
                                                      " given); run a fixed-size job with -np N"));
       }
     }
-    if (gloo_) {
-      return absl::UnimplementedError(
-          "MPI-less mode (--gloo) is not available yet; run with --mpi (the default)");
+    if (o_->gloo) {
+      for (const char* flag : {"--mpi-args", "--binding-args"}) {
+        if (const CLI::Option* opt = app_.get_option_no_throw(flag);
+            opt != nullptr && opt->count() > 0) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(flag, " is for mpirun and has no effect with --gloo"));
+        }
+      }
     }
     if (jsrun_) return absl::UnimplementedError("--jsrun is not supported; run with --mpi");
     for (const std::string& list : nics_) AddNics(list);
@@ -210,7 +225,6 @@ class Definitions {
   bool version_ = false;
   bool check_build_ = false;
   bool disable_cache_ = false;
-  bool gloo_ = false;
   bool mpi_ = false;
   bool jsrun_ = false;
   std::vector<std::string> nics_;
@@ -386,6 +400,7 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
     if (absl::Status s = ApplyConfigFile(*result.options.config_file, &result.options); !s.ok()) {
       return s;
     }
+    if (defs.mpi_given()) result.options.gloo = false;  // the command line wins
   }
   if (!defs.num_proc_given()) {
     return absl::InvalidArgumentError("-np/--num-proc is required (see chorusrun --help)");

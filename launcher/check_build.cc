@@ -21,6 +21,8 @@ BuildInfo CurrentBuild() {
   info.pytorch = CHORUS_BUILT_PYTORCH != 0;  // the chorus.torch package of this build
   info.mpi_controller = true;
   info.mpi_ops = true;
+  info.ucx_controller = true;  // chorusrun --gloo and CHORUS_CONTROLLER=ucx
+  info.ucx_ops = true;
   return info;
 }
 

@@ -107,14 +107,12 @@ absl::Status Apply(const YAML::Node& root, const std::string& file, LaunchOption
       std::optional<std::string> controller;
       if (absl::Status s = Fill(entry.second, where, &controller); !s.ok()) return s;
       const std::string lower = absl::AsciiStrToLower(controller.value_or("mpi"));
-      if (lower == "gloo") {
-        return absl::UnimplementedError(
-            absl::StrCat(where, ": MPI-less mode (gloo) is not available yet; use mpi"));
+      if (lower != "mpi" && lower != "gloo") {
+        return absl::InvalidArgumentError(absl::StrCat(
+            where, ": no such controller '", *controller, "' (expected mpi or gloo)"));
       }
-      if (lower != "mpi") {
-        return absl::InvalidArgumentError(
-            absl::StrCat(where, ": no such controller '", *controller, "' (expected mpi)"));
-      }
+      // gloo: chorus's MPI-less mode (UCX). A --mpi on the command line wins (args.cc).
+      if (lower == "gloo") o->gloo = true;
       continue;
     }
     auto it = sections.find(name);

@@ -1,7 +1,9 @@
-// chorusrun: launches a chorus job, horovodrun-compatible (MPI mode). See launcher/README.md.
+// chorusrun: launches a chorus job, horovodrun-compatible: MPI mode (mpirun starts the workers)
+// or, with --gloo, the MPI-less mode (launcher/gloo_launch.h). See launcher/README.md.
 //
 // Exit status: 0 after --help/--version/--check-build; 2 for bad input, before anything starts;
-// otherwise mpirun's status (128 + N when it was killed by signal N).
+// otherwise mpirun's status (128 + N when it was killed by signal N), or in --gloo mode the
+// status launcher/gloo_launch.h describes.
 #include <unistd.h>
 
 #include <cstdio>
@@ -16,7 +18,8 @@
 #include "launcher/check_build.h"
 #include "launcher/child_process.h"
 #include "launcher/executable_search.h"
-#include "launcher/hosts.h"
+#include "launcher/gloo_launch.h"
+#include "launcher/job_hosts.h"
 #include "launcher/mpirun_command.h"
 #include "launcher/mpirun_output.h"
 #include "launcher/worker_env.h"
@@ -43,30 +46,6 @@ Environment ProcessEnvironment() {
   return env;
 }
 
-absl::StatusOr<std::vector<HostSlots>> ResolveHosts(const LaunchOptions& o) {
-  std::vector<HostSlots> hosts;
-  std::string source;
-  if (o.hosts) {
-    absl::StatusOr<std::vector<HostSlots>> parsed = ParseHosts(*o.hosts);
-    if (!parsed.ok())
-      return absl::InvalidArgumentError(absl::StrCat("-H: ", parsed.status().message()));
-    hosts = *std::move(parsed);
-    source = absl::StrCat("-H ", *o.hosts);
-  } else if (o.hostfile) {
-    absl::StatusOr<std::vector<HostSlots>> parsed = ReadHostfile(*o.hostfile);
-    if (!parsed.ok()) return parsed.status();
-    hosts = *std::move(parsed);
-    source = absl::StrCat("--hostfile ", *o.hostfile);
-  } else {
-    return std::vector<HostSlots>{{"localhost", o.num_proc}};
-  }
-  if (TotalSlots(hosts) < o.num_proc) {
-    return absl::InvalidArgumentError(absl::StrCat("-np ", o.num_proc, " is more than the ",
-                                                   TotalSlots(hosts), " slots of ", source));
-  }
-  return hosts;
-}
-
 int Main(const std::vector<std::string>& args) {
   absl::StatusOr<CommandLine> cl = ParseCommandLine(args);
   if (!cl.ok()) return Fail(cl.status());
@@ -85,10 +64,11 @@ int Main(const std::vector<std::string>& args) {
       break;
   }
 
-  absl::StatusOr<std::vector<HostSlots>> hosts = ResolveHosts(o);
-  if (!hosts.ok()) return Fail(hosts.status());
-
   const Environment launcher_env = ProcessEnvironment();
+  if (o.gloo) return RunGlooJob(o, launcher_env);
+
+  absl::StatusOr<JobHosts> hosts = ResolveJobHosts(o, launcher_env, /*use_slurm=*/false);
+  if (!hosts.ok()) return Fail(hosts.status());
   const auto path_it = launcher_env.find("PATH");
   const std::string path_var = path_it == launcher_env.end() ? "" : path_it->second;
   if (absl::StatusOr<std::string> found = FindExecutable(o.command[0], path_var); !found.ok()) {
@@ -104,7 +84,7 @@ int Main(const std::vector<std::string>& args) {
   MpirunJob job;
   job.mpirun = "mpirun";
   job.as_root = ::geteuid() == 0;
-  job.hosts = *std::move(hosts);
+  job.hosts = std::move(hosts->hosts);
   job.environment = MpirunEnvironment(launcher_env, WorkerEnvironment(o), job.as_root);
   absl::StatusOr<std::vector<std::string>> argv = BuildMpirunArgv(o, job);
   if (!argv.ok()) return Fail(argv.status());

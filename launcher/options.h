@@ -17,11 +17,14 @@ namespace chorus::launcher {
 
 struct LaunchOptions {
   int num_proc = 0;
+  // --gloo: MPI-less mode; chorusrun starts the workers itself (launcher/gloo_launch.h).
+  bool gloo = false;
   std::optional<std::string> hosts;     // -H/--hosts, unparsed
   std::optional<std::string> hostfile;  // --hostfile path
   bool verbose = false;
-  std::optional<int> start_timeout_s;
+  std::optional<int> start_timeout_s;           // unset: HOROVOD_START_TIMEOUT, else 30 (--gloo)
   std::vector<std::string> network_interfaces;  // --network-interface(s), in order, unique
+  // MPI mode: mpirun's --output-filename; --gloo: DIR/rank.<r>/{stdout,stderr}.
   std::optional<std::string> output_filename;
   std::optional<int> ssh_port;
   std::optional<std::string> ssh_identity_file;

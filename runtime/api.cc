@@ -1,4 +1,5 @@
-// The process-wide C++ API (chorus/chorus.h): one Runtime over MPI in a guarded slot.
+// The process-wide C++ API (chorus/chorus.h): one Runtime (over MPI or UCX, see
+// runtime/controller_factory.h) in a guarded slot.
 #include <memory>
 #include <utility>
 #include <vector>
@@ -10,7 +11,7 @@
 #include "runtime/common/mutex.h"
 #include "runtime/common/status_macros.h"
 #include "runtime/config.h"
-#include "runtime/mpi/mpi_controller.h"
+#include "runtime/controller_factory.h"
 #include "runtime/runtime.h"
 
 namespace chorus {
@@ -52,8 +53,10 @@ absl::Status Init(const InitOptions& options) {
   if (Slot() != nullptr) return absl::OkStatus();
   absl::StatusOr<runtime::Config> config = runtime::Config::FromEnvironment();
   if (config.ok()) log::SetLevel(ParseLevel(config->log_level));
-  CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<runtime::MpiController> controller,
-                          runtime::MpiController::Create(options.mpi_comm));
+  // A bad variable still joins the world (with the default controller) to fail everywhere.
+  CHORUS_ASSIGN_OR_RETURN(
+      std::unique_ptr<runtime::Controller> controller,
+      runtime::CreateController(config.ok() ? *config : runtime::Config{}, options.mpi_comm));
   const Topology topology = controller->topology();
   log::SetRankTag(topology.rank, topology.local_rank);
   // A bad variable on one rank must fail init on every rank, not leave the others waiting.
@@ -119,6 +122,11 @@ absl::Status Wait(Handle handle) {
 absl::StatusOr<OpResult> Release(Handle handle) {
   CHORUS_ASSIGN_OR_RETURN(auto rt, Current());
   return rt->Release(handle);
+}
+
+absl::StatusOr<std::string> ControllerName() {
+  CHORUS_ASSIGN_OR_RETURN(auto rt, Current());
+  return rt->controller_name();
 }
 
 absl::Status StartTimeline(const std::string& path, bool mark_cycles) {

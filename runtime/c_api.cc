@@ -100,6 +100,18 @@ int chorus_is_initialized(void) {
   return Guard([] { return chorus::IsInitialized() ? 1 : 0; });
 }
 
+const char* chorus_controller_name(void) {
+  try {
+    absl::StatusOr<std::string> name = chorus::ControllerName();
+    if (!name.ok()) return "";
+    if (*name == "MPI") return "MPI";
+    if (*name == "UCX") return "UCX";
+    return "other";
+  } catch (...) {
+    return "";
+  }
+}
+
 int chorus_start_timeline(const char* path, int mark_cycles) {
   return Guard([&] {
     return Report(chorus::StartTimeline(path != nullptr ? path : "", mark_cycles != 0));

@@ -247,6 +247,128 @@ const Variable kVariables[] = {
        return ParseInt64(text, 0, kInt64Max, &c->timeline_stop_cycle);
      },
      [](const Config& c) { return absl::StrCat(c.timeline_stop_cycle); }},
+    {"CHORUS_CONTROLLER",
+     {nullptr, nullptr},
+     "expected auto, mpi or ucx",
+     "control and data plane: auto (UCX when started by chorusrun --gloo, else MPI), mpi, ucx",
+     [](absl::string_view text, Config* c) {
+       std::string lower = absl::AsciiStrToLower(text);
+       if (lower != "auto" && lower != "mpi" && lower != "ucx") return false;
+       c->controller = std::move(lower);
+       return true;
+     },
+     [](const Config& c) { return c.controller; }},
+    {"CHORUS_RENDEZVOUS_ADDR",
+     {nullptr, nullptr},
+     "expected host:port",
+     "rendezvous service of an MPI-less launch (set by chorusrun --gloo)",
+     [](absl::string_view text, Config* c) {
+       const size_t colon = text.rfind(':');
+       int64_t port = 0;
+       if (colon == absl::string_view::npos || colon == 0 ||
+           !ParseInt64(text.substr(colon + 1), 1, 65535, &port)) {
+         return false;
+       }
+       c->rendezvous_addr = std::string(text);
+       return true;
+     },
+     [](const Config& c) { return c.rendezvous_addr; }},
+    {"CHORUS_RENDEZVOUS_SECRET",
+     {nullptr, nullptr},
+     "expected the job's secret",
+     "secret of the rendezvous service (set by chorusrun --gloo)",
+     [](absl::string_view text, Config* c) {
+       c->rendezvous_secret = std::string(text);
+       return true;
+     },
+     [](const Config& c) { return std::string(c.rendezvous_secret.empty() ? "" : "(set)"); }},
+    {"CHORUS_RENDEZVOUS_SCOPE",
+     {nullptr, nullptr},
+     "expected a non-empty scope name",
+     "rendezvous scope of this world's keys",
+     [](absl::string_view text, Config* c) {
+       if (text.empty()) return false;
+       c->rendezvous_scope = std::string(text);
+       return true;
+     },
+     [](const Config& c) { return c.rendezvous_scope; }},
+    {"CHORUS_START_TIMEOUT_SECONDS",
+     {"HOROVOD_START_TIMEOUT", nullptr},
+     "expected a positive number of seconds",
+     "how long an MPI-less launch waits for every rank to join",
+     [](absl::string_view text, Config* c) {
+       double s = 0;
+       if (!ParseDouble(text, /*allow_zero=*/false, &s)) return false;
+       c->start_timeout = absl::Seconds(s);
+       return true;
+     },
+     [](const Config& c) { return FormatDouble(absl::ToDoubleSeconds(c.start_timeout)); }},
+    {"CHORUS_RANK",
+     {"HOROVOD_RANK", nullptr},
+     "expected a non-negative integer",
+     "this worker's rank in an MPI-less launch",
+     [](absl::string_view text, Config* c) {
+       int64_t value = 0;
+       if (!ParseInt64(text, 0, INT32_MAX, &value)) return false;
+       c->launch_rank = static_cast<int32_t>(value);
+       return true;
+     },
+     [](const Config& c) { return c.launch_rank < 0 ? std::string() : absl::StrCat(c.launch_rank); }},
+    {"CHORUS_SIZE",
+     {"HOROVOD_SIZE", nullptr},
+     "expected a non-negative integer",
+     "ranks of an MPI-less launch",
+     [](absl::string_view text, Config* c) {
+       int64_t value = 0;
+       if (!ParseInt64(text, 0, INT32_MAX, &value)) return false;
+       c->launch_size = static_cast<int32_t>(value);
+       return true;
+     },
+     [](const Config& c) { return c.launch_size < 0 ? std::string() : absl::StrCat(c.launch_size); }},
+    {"CHORUS_LOCAL_RANK",
+     {"HOROVOD_LOCAL_RANK", nullptr},
+     "expected a non-negative integer",
+     "rank among the workers on this host",
+     [](absl::string_view text, Config* c) {
+       int64_t value = 0;
+       if (!ParseInt64(text, 0, INT32_MAX, &value)) return false;
+       c->launch_local_rank = static_cast<int32_t>(value);
+       return true;
+     },
+     [](const Config& c) { return c.launch_local_rank < 0 ? std::string() : absl::StrCat(c.launch_local_rank); }},
+    {"CHORUS_LOCAL_SIZE",
+     {"HOROVOD_LOCAL_SIZE", nullptr},
+     "expected a non-negative integer",
+     "workers on this host",
+     [](absl::string_view text, Config* c) {
+       int64_t value = 0;
+       if (!ParseInt64(text, 0, INT32_MAX, &value)) return false;
+       c->launch_local_size = static_cast<int32_t>(value);
+       return true;
+     },
+     [](const Config& c) { return c.launch_local_size < 0 ? std::string() : absl::StrCat(c.launch_local_size); }},
+    {"CHORUS_CROSS_RANK",
+     {"HOROVOD_CROSS_RANK", nullptr},
+     "expected a non-negative integer",
+     "index of this host among the hosts with this local rank",
+     [](absl::string_view text, Config* c) {
+       int64_t value = 0;
+       if (!ParseInt64(text, 0, INT32_MAX, &value)) return false;
+       c->launch_cross_rank = static_cast<int32_t>(value);
+       return true;
+     },
+     [](const Config& c) { return c.launch_cross_rank < 0 ? std::string() : absl::StrCat(c.launch_cross_rank); }},
+    {"CHORUS_CROSS_SIZE",
+     {"HOROVOD_CROSS_SIZE", nullptr},
+     "expected a non-negative integer",
+     "hosts with this local rank",
+     [](absl::string_view text, Config* c) {
+       int64_t value = 0;
+       if (!ParseInt64(text, 0, INT32_MAX, &value)) return false;
+       c->launch_cross_size = static_cast<int32_t>(value);
+       return true;
+     },
+     [](const Config& c) { return c.launch_cross_size < 0 ? std::string() : absl::StrCat(c.launch_cross_size); }},
 };
 
 }  // namespace

@@ -68,6 +68,33 @@ struct Config {
   int64_t timeline_start_cycle = 0;
   int64_t timeline_stop_cycle = 0;
 
+  // The control and data plane. CHORUS_CONTROLLER: "auto" (UCX when chorusrun started the job
+  // without MPI, i.e. CHORUS_RENDEZVOUS_ADDR is set; else MPI), "mpi", or "ucx" (UCX collectives;
+  // under mpirun the ranks exchange their UCX addresses over MPI). Default auto.
+  std::string controller = "auto";
+  // MPI-less launches (set by chorusrun --gloo for each worker): the rendezvous service
+  // ("host:port"), the job's secret, the scope of this world's keys, and how long to wait for
+  // every rank to join. CHORUS_RENDEZVOUS_ADDR, CHORUS_RENDEZVOUS_SECRET,
+  // CHORUS_RENDEZVOUS_SCOPE (default "world/0"), CHORUS_START_TIMEOUT_SECONDS (default 30).
+  std::string rendezvous_addr;
+  std::string rendezvous_secret;
+  std::string rendezvous_scope = "world/0";
+  absl::Duration start_timeout = absl::Seconds(30);
+  // This worker's place in an MPI-less job (chorusrun --gloo sets them; -1 = unset):
+  // CHORUS_RANK, CHORUS_SIZE, CHORUS_LOCAL_RANK, CHORUS_LOCAL_SIZE, CHORUS_CROSS_RANK,
+  // CHORUS_CROSS_SIZE (HOROVOD_RANK, ... as aliases).
+  int32_t launch_rank = -1;
+  int32_t launch_size = -1;
+  int32_t launch_local_rank = -1;
+  int32_t launch_local_size = -1;
+  int32_t launch_cross_rank = -1;
+  int32_t launch_cross_size = -1;
+
+  // True when this process must use the UCX controller.
+  bool UsesUcx() const {
+    return controller == "ucx" || (controller == "auto" && !rendezvous_addr.empty());
+  }
+
   // Reads the variables through `lookup` (returns null when a variable is unset); the default
   // lookup is the process environment.
   using Lookup = std::function<const char*(const char*)>;

@@ -59,6 +59,7 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(
     std::vector<std::vector<int32_t>> process_sets) {
   std::unique_ptr<Runtime> runtime(new Runtime(config));
   runtime->topology_ = controller->topology();
+  runtime->controller_name_ = controller->name();
   timeline::Timeline::Settings settings;
   settings.rank = runtime->topology_.rank;
   settings.size = runtime->topology_.size;

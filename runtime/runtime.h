@@ -40,6 +40,8 @@ class Runtime {
   Runtime& operator=(const Runtime&) = delete;
 
   const Topology& topology() const { return topology_; }
+  // The controller's name: "MPI", "UCX", ...
+  const std::string& controller_name() const { return controller_name_; }
 
   absl::StatusOr<Handle> Enqueue(OpRequest request, DoneCallback done = nullptr);
   absl::StatusOr<std::vector<Handle>> EnqueueGroup(std::vector<OpRequest> requests);
@@ -73,6 +75,7 @@ class Runtime {
 
   Config config_;
   Topology topology_;
+  std::string controller_name_;
   SubmissionQueue queue_;
   ProcessSetRegistry registry_;
   HandleTable handles_;

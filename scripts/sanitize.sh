@@ -8,6 +8,8 @@ export OMPI_MCA_rmaps_base_oversubscribe=1
 # Open MPI's own allocations are reported as leaks by LeakSanitizer; leaks are not checked.
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+# UCX's memory hooks (libucm patches mmap at load time) crash sanitizer-instrumented threads.
+export UCX_MEM_MMAP_HOOK_MODE=none
 CHORUS_BUILD_TYPE=Debug scripts/build.sh build-asan -DCHORUS_SANITIZE=address -DCHORUS_WITH_CUDA=OFF
 ctest --test-dir build-asan --output-on-failure
 export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/test/tsan.supp"

@@ -6,7 +6,7 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake ninja-build pkg-config clang
   libopenmpi-dev openmpi-bin
-  libprotobuf-dev protobuf-compiler
+  libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc
   libabsl-dev
   catch2
   libcli11-dev nlohmann-json3-dev libyaml-cpp-dev

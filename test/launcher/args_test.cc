@@ -183,7 +183,7 @@ TEST_CASE("Bad input is one-line InvalidArgument", "[launcher][args]") {
   CHECK_THAT(std::string(status.message()), Catch::Contains(expected));
 }
 
-TEST_CASE("Elastic flags and --gloo are Unimplemented", "[launcher][args]") {
+TEST_CASE("Elastic flags and --jsrun are Unimplemented", "[launcher][args]") {
   auto [args, expected] = GENERATE(table<Args, std::string>({
       {{"-np", "2", "--min-np", "1", "prog"}, "elastic training is not supported yet"},
       {{"-np", "2", "--max-np", "4", "prog"}, "elastic training is not supported yet"},
@@ -192,7 +192,7 @@ TEST_CASE("Elastic flags and --gloo are Unimplemented", "[launcher][args]") {
       {{"-np", "2", "--reset-limit", "3", "prog"}, "elastic training"},
       {{"-np", "2", "--blacklist-cooldown-range", "10", "100", "prog"}, "elastic training"},
       {{"-np", "2", "--elastic-timeout", "60", "prog"}, "elastic training"},
-      {{"-np", "2", "--gloo", "prog"}, "MPI-less mode (--gloo) is not available yet"},
+      {{"-np", "2", "--gloo", "--min-np", "1", "prog"}, "elastic training is not supported yet"},
       {{"-np", "2", "--jsrun", "prog"}, "--jsrun is not supported"},
   }));
   absl::Status status = ParseError(args);
@@ -226,6 +226,38 @@ TEST_CASE("ShellSplit splits like a shell", "[launcher][args]") {
 TEST_CASE("ShellSplit rejects unterminated quotes", "[launcher][args]") {
   const std::string text = GENERATE(as<std::string>{}, "'abc", "a \"b", "\"a\\\"");
   CHECK_FALSE(ShellSplit(text).ok());
+}
+
+TEST_CASE("--gloo selects the MPI-less mode", "[launcher][args]") {
+  CHECK_FALSE(ParseOk({"-np", "2", "prog"}).options.gloo);
+  CHECK_FALSE(ParseOk({"-np", "2", "--mpi", "prog"}).options.gloo);
+  const CommandLine cl = ParseOk({"-np", "3", "--gloo", "-H", "a:2,b:1", "--start-timeout", "7",
+                                  "--output-filename", "out", "prog", "--gloo"});
+  CHECK(cl.options.gloo);
+  CHECK(cl.options.num_proc == 3);
+  CHECK(cl.options.start_timeout_s == 7);
+  CHECK(cl.options.output_filename == "out");
+  CHECK(cl.options.command == Args{"prog", "--gloo"});
+}
+
+TEST_CASE("--gloo rejects mpirun-only and conflicting flags", "[launcher][args]") {
+  auto [args, expected] = GENERATE(table<Args, std::string>({
+      {{"-np", "2", "--gloo", "--mpi-args=-mca x y", "prog"},
+       "--mpi-args is for mpirun and has no effect with --gloo"},
+      {{"-np", "2", "--gloo", "--binding-args", "-bind-to core", "prog"},
+       "--binding-args is for mpirun and has no effect with --gloo"},
+      {{"-np", "2", "--gloo", "--mpi", "prog"}, "excludes"},
+  }));
+  INFO(args[2] << " " << args[3]);
+  absl::Status status = ParseError(args);
+  CHECK(status.code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(status.message()), Catch::Contains(expected));
+}
+
+TEST_CASE("--help describes --gloo and its output layout", "[launcher][args]") {
+  const CommandLine cl = ParseOk({"--help"});
+  CHECK_THAT(cl.help_text, Catch::Contains("chorusrun starts the workers itself"));
+  CHECK_THAT(cl.help_text, Catch::Contains("DIR/rank.<r>/stdout"));
 }
 
 }  // namespace

@@ -180,7 +180,8 @@ BAD_INPUT = [
     (['-np', '2', '--mpi-args', "-mca 'x", 'true'], '--mpi-args: unterminated'),
     (['-np', '2', '--config-file', '/nonexistent.yaml', 'true'],
      "cannot read --config-file '/nonexistent.yaml'"),
-    (['-np', '2', '--gloo', 'true'], 'MPI-less mode (--gloo) is not available yet'),
+    (['-np', '2', '--gloo', '--binding-args', '-bind-to core', 'true'],
+     '--binding-args is for mpirun and has no effect with --gloo'),
     (['-np', '2', '--min-np', '1', 'true'], 'elastic training is not supported yet'),
     (['-np', '2', '--host-discovery-script', '/bin/true', 'true'],
      'elastic training is not supported yet'),
@@ -203,7 +204,7 @@ def test_info(c, pytorch_built):
     pytorch_line = '    [X] PyTorch' if pytorch_built else '    [ ] PyTorch'
     check('-cb prints the build in horovodrun\'s layout',
           p.returncode == 0 and
-          'Available Controllers:\n    [X] MPI\n    [ ] UCX\n    [ ] Gloo' in p.stdout
+          'Available Controllers:\n    [X] MPI\n    [X] UCX\n    [ ] Gloo' in p.stdout
           and pytorch_line in p.stdout and '    [ ] NCCL' in p.stdout, describe(p))
     p = run(c, ['-v'])
     check('-v prints the version', p.returncode == 0 and p.stdout.strip() != '', describe(p))

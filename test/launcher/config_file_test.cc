@@ -105,6 +105,21 @@ TEST_CASE("Flags on the command line win over the file", "[launcher][config]") {
   std::remove(path.c_str());
 }
 
+TEST_CASE("controller: gloo selects the MPI-less mode unless --mpi is given", "[launcher][config]") {
+  const std::string path = "/tmp/chorus_launcher_config_gloo_test.yaml";
+  {
+    std::ofstream out(path);
+    out << "controller: gloo\n";
+  }
+  auto gloo = ParseCommandLine({"-np", "2", "--config-file", path, "prog"});
+  REQUIRE(gloo.ok());
+  CHECK(gloo->options.gloo);
+  auto mpi = ParseCommandLine({"-np", "2", "--mpi", "--config-file", path, "prog"});
+  REQUIRE(mpi.ok());
+  CHECK_FALSE(mpi->options.gloo);
+  std::remove(path.c_str());
+}
+
 TEST_CASE("Bad config files are errors naming file and key", "[launcher][config]") {
   auto [text, code, expected] = GENERATE(table<std::string, absl::StatusCode, std::string>({
       {"params:\n  fusion_threshold_mb: lots\n", absl::StatusCode::kInvalidArgument,
@@ -115,8 +130,6 @@ TEST_CASE("Bad config files are errors naming file and key", "[launcher][config]
       {"params: [1, 2]\n", absl::StatusCode::kInvalidArgument, "c.yaml: params: expected a map"},
       {"params:\n  cycle_time_ms: [1]\n", absl::StatusCode::kInvalidArgument,
        "params.cycle_time_ms: expected a single value"},
-      {"controller: gloo\n", absl::StatusCode::kUnimplemented,
-       "MPI-less mode (gloo) is not available yet"},
       {"controller: smoke\n", absl::StatusCode::kInvalidArgument, "no such controller 'smoke'"},
       {"params: {a: 1\n", absl::StatusCode::kInvalidArgument, "c.yaml: not valid YAML"},
       {"- 1\n- 2\n", absl::StatusCode::kInvalidArgument, "c.yaml: expected a map"},

@@ -9,12 +9,17 @@ import chorus
 import chorus.torch as hvd
 
 
-def test_topology_matches_mpirun():
+def launcher_env(mpirun_name, chorusrun_name):
+    """A topology value as mpirun (OMPI_COMM_WORLD_*) or chorusrun --gloo (CHORUS_*) gives it."""
+    return int(os.environ.get(mpirun_name, os.environ.get(chorusrun_name, "-1")))
+
+
+def test_topology_matches_the_launcher():
     assert hvd.is_initialized()
-    assert hvd.rank() == int(os.environ.get("OMPI_COMM_WORLD_RANK", "0"))
-    assert hvd.size() == int(os.environ.get("OMPI_COMM_WORLD_SIZE", "1"))
-    assert hvd.local_rank() == int(os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", "0"))
-    assert hvd.local_size() == int(os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE", "1"))
+    assert hvd.rank() == launcher_env("OMPI_COMM_WORLD_RANK", "CHORUS_RANK")
+    assert hvd.size() == launcher_env("OMPI_COMM_WORLD_SIZE", "CHORUS_SIZE")
+    assert hvd.local_rank() == launcher_env("OMPI_COMM_WORLD_LOCAL_RANK", "CHORUS_LOCAL_RANK")
+    assert hvd.local_size() == launcher_env("OMPI_COMM_WORLD_LOCAL_SIZE", "CHORUS_LOCAL_SIZE")
     assert hvd.cross_size() == 1  # one host
     assert hvd.cross_rank() == 0
     assert hvd.is_homogeneous() is True
@@ -22,8 +27,10 @@ def test_topology_matches_mpirun():
 
 def test_build_flags():
     assert hvd.mpi_threads_supported() is True
-    assert hvd.mpi_enabled() and hvd.mpi_built()
-    assert not hvd.gloo_enabled() and not hvd.gloo_built()
+    mpi_less = "CHORUS_RENDEZVOUS_ADDR" in os.environ  # started by chorusrun --gloo
+    assert hvd.mpi_built() and hvd.gloo_built()
+    assert hvd.mpi_enabled() is not mpi_less
+    assert hvd.gloo_enabled() is mpi_less
     for f in (hvd.nccl_built, hvd.cuda_built, hvd.rocm_built, hvd.ccl_built, hvd.ddl_built):
         assert f() is False
 

@@ -133,8 +133,13 @@ def mpi_threads_supported():
     return True
 
 
+def _controller():
+    return _C.controller_name() if _C.is_initialized() else ""
+
+
 def mpi_enabled():
-    return True
+    """True when collectives run over MPI (under mpirun; the default)."""
+    return _controller() != "UCX"
 
 
 def mpi_built():
@@ -142,11 +147,14 @@ def mpi_built():
 
 
 def gloo_enabled():
-    return False
+    """True in chorus's MPI-less mode (chorusrun --gloo: collectives over UCX), which stands in
+    for Horovod's Gloo mode."""
+    return _controller() == "UCX"
 
 
 def gloo_built():
-    return False
+    """True: this build has the MPI-less mode that chorusrun --gloo starts."""
+    return True
 
 
 def nccl_built():

@@ -448,6 +448,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("shutdown", &Shutdown);
   m.def("is_initialized", [] { return chorus_is_initialized() == 1; });
   m.def("topology", &Topology);
+  m.def("controller_name", [] { return std::string(chorus_controller_name()); });
   m.def(
       "start_timeline",
       [](const std::string& path, bool mark_cycles) {

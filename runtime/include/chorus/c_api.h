@@ -72,6 +72,9 @@ CHORUS_EXPORT int chorus_shutdown(void);
 CHORUS_EXPORT int chorus_is_initialized(void);
 CHORUS_EXPORT int chorus_topology(chorus_topology_t* out);
 
+/* The controller's name ("MPI", "UCX"); "" when chorus is not initialized. Static storage. */
+CHORUS_EXPORT const char* chorus_controller_name(void);
+
 /* Timelines (docs/timeline.md). start: records into path (per-rank rules apply) from the next
  * background cycle; needs CHORUS_TIMELINE (or HOROVOD_TIMELINE) set, to a path or DYNAMIC
  * (FAILED_PRECONDITION otherwise). stop: returns once the file is complete. Local, not

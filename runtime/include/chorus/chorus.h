@@ -142,6 +142,10 @@ absl::Status Wait(Handle handle);
 // Waits for the op, then returns its result and forgets the handle.
 absl::StatusOr<OpResult> Release(Handle handle);
 
+// The controller this process runs on: "MPI" (under mpirun) or "UCX" (chorusrun --gloo, or
+// CHORUS_CONTROLLER=ucx).
+absl::StatusOr<std::string> ControllerName();
+
 // Timelines (docs/timeline.md): records this rank's events into `path` (rank 0 only unless
 // CHORUS_TIMELINE_ALL_RANKS or a `{rank}` placeholder) from the next background cycle.
 // REQUIRES: CHORUS_TIMELINE (or HOROVOD_TIMELINE) is set, to a path or DYNAMIC, as in Horovod

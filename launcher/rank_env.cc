@@ -1,0 +1,47 @@
+#include "launcher/rank_env.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace chorus::launcher {
+
+std::vector<EnvVar> RankEnvironment(const RankPlacement& p, const RendezvousInfo& rendezvous) {
+  const std::pair<const char*, int> numbers[] = {
+      {"RANK", p.rank},
+      {"SIZE", p.size},
+      {"LOCAL_RANK", p.local_rank},
+      {"LOCAL_SIZE", p.local_size},
+      {"CROSS_RANK", p.cross_rank},
+      {"CROSS_SIZE", p.cross_size},
+  };
+  std::vector<EnvVar> vars;
+  for (const char* prefix : {"CHORUS_", "HOROVOD_"}) {
+    for (const auto& [name, value] : numbers) {
+      vars.emplace_back(absl::StrCat(prefix, name), absl::StrCat(value));
+    }
+    vars.emplace_back(absl::StrCat(prefix, "HOSTNAME"), p.host);
+  }
+  vars.emplace_back("CHORUS_RENDEZVOUS_ADDR", rendezvous.address);
+  vars.emplace_back(kRendezvousSecretVar, rendezvous.secret);
+  vars.emplace_back("CHORUS_RENDEZVOUS_SCOPE", kFirstWorldScope);
+  vars.emplace_back("CHORUS_START_TIMEOUT_SECONDS", absl::StrCat(rendezvous.start_timeout_s));
+  return vars;
+}
+
+Environment MergeEnvironment(const Environment& launcher_env,
+                             const std::vector<EnvVar>& worker_vars,
+                             const std::vector<EnvVar>& rank_vars) {
+  Environment env = launcher_env;
+  for (const auto& [name, value] : worker_vars) env[name] = value;
+  for (const auto& [name, value] : rank_vars) env[name] = value;
+  return env;
+}
+
+std::vector<EnvVar> RemoteEnvironment(const Environment& env) {
+  std::vector<EnvVar> vars;
+  for (const std::string& name : ExportedNames(env)) {
+    if (name != kRendezvousSecretVar) vars.emplace_back(name, env.at(name));
+  }
+  return vars;
+}
+
+}  // namespace chorus::launcher

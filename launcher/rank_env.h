@@ -1,0 +1,58 @@
+// File: launcher/rank_env.h
+//
+// The variables chorusrun --gloo gives each worker, beyond WorkerEnvironment(options)
+// (launcher/worker_env.h). The runtime reads them (runtime/config.h); scripts written for
+// Horovod's gloo mode read the HOROVOD_* copies. The contract, for rank r of RankPlacement p:
+//
+//   CHORUS_RANK, CHORUS_SIZE, CHORUS_LOCAL_RANK, CHORUS_LOCAL_SIZE, CHORUS_CROSS_RANK,
+//   CHORUS_CROSS_SIZE     p's numbers, decimal
+//   CHORUS_HOSTNAME       p.host: the host as the host list names it
+//   HOROVOD_RANK, HOROVOD_SIZE, HOROVOD_LOCAL_RANK, HOROVOD_LOCAL_SIZE, HOROVOD_CROSS_RANK,
+//   HOROVOD_CROSS_SIZE, HOROVOD_HOSTNAME   the same values
+//   CHORUS_RENDEZVOUS_ADDR    host:port of the rendezvous server in chorusrun
+//   CHORUS_RENDEZVOUS_SECRET  the job's secret (64 hex digits)
+//   CHORUS_RENDEZVOUS_SCOPE   "world/0"
+//   CHORUS_START_TIMEOUT_SECONDS  --start-timeout (default 30)
+//
+// Pure functions.
+//
+// Thread-safety: stateless.
+#ifndef CHORUS_LAUNCHER_RANK_ENV_H_
+#define CHORUS_LAUNCHER_RANK_ENV_H_
+
+#include <string>
+#include <vector>
+
+#include "launcher/mpirun_command.h"
+#include "launcher/rank_layout.h"
+#include "launcher/worker_env.h"
+
+namespace chorus::launcher {
+
+inline constexpr char kRendezvousSecretVar[] = "CHORUS_RENDEZVOUS_SECRET";
+inline constexpr char kFirstWorldScope[] = "world/0";
+
+struct RendezvousInfo {
+  std::string address;  // host:port as workers dial it
+  std::string secret;
+  int start_timeout_s = 30;
+};
+
+// The variables above for `p`, in the order listed.
+std::vector<EnvVar> RankEnvironment(const RankPlacement& p, const RendezvousInfo& rendezvous);
+
+// A local worker's whole environment: `launcher_env`, then `worker_vars` and `rank_vars` (later
+// ones win).
+Environment MergeEnvironment(const Environment& launcher_env,
+                             const std::vector<EnvVar>& worker_vars,
+                             const std::vector<EnvVar>& rank_vars);
+
+// What travels to a worker started over ssh: the entries of `env` named by ExportedNames
+// (launcher/mpirun_command.h: CHORUS_*, HOROVOD_*, NCCL_*, PATH, LD_LIBRARY_PATH, PYTHONPATH, as
+// mpirun's -x in MPI mode), sorted by name, without the secret (kRendezvousSecretVar), which
+// goes over ssh's stdin instead of its command line.
+std::vector<EnvVar> RemoteEnvironment(const Environment& env);
+
+}  // namespace chorus::launcher
+
+#endif  // CHORUS_LAUNCHER_RANK_ENV_H_

@@ -1,0 +1,343 @@
+#include "launcher/rendezvous_server.h"
+
+#include <fcntl.h>
+#include <grpcpp/grpcpp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+
+#include "proto/rendezvous.grpc.pb.h"
+
+namespace chorus::launcher {
+namespace {
+
+// Shared with runtime/ucx/rendezvous_client.cc (the client matches these exactly).
+constexpr char kSecretMetadataKey[] = "chorus-rendezvous-secret";
+constexpr char kShuttingDownMessage[] = "rendezvous shutting down";
+
+constexpr size_t kMaxNameBytes = 1024;  // scope and key
+constexpr int64_t kTransportLimitBytes = int64_t{1} << 30;
+constexpr int64_t kRequestSlackBytes = int64_t{1} << 20;  // names and framing around a value
+constexpr size_t kMaxMissingKeysNamed = 16;
+constexpr int kSecretBytes = 32;
+
+// 'name' with unprintable bytes escaped, cut after 64 bytes.
+std::string Quote(absl::string_view name) {
+  constexpr size_t kShown = 64;
+  return absl::StrCat("'", absl::CHexEscape(name.substr(0, kShown)),
+                      name.size() > kShown ? "...'" : "'");
+}
+
+// Compares every byte of `expected` whatever `given` holds, so that the time taken does not
+// tell how much of a guess was right.
+bool ConstantTimeEquals(absl::string_view expected, absl::string_view given) {
+  unsigned char diff = expected.size() == given.size() ? 0 : 1;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const unsigned char g = i < given.size() ? static_cast<unsigned char>(given[i]) : 0;
+    diff |= static_cast<unsigned char>(expected[i]) ^ g;
+  }
+  return diff == 0;
+}
+
+grpc::Status ToGrpc(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  // absl::StatusCode and grpc::StatusCode both follow google.rpc.Code.
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+}
+
+std::string HostPort(const std::string& host, int port) {
+  const bool bare_ipv6 = host.find(':') != std::string::npos && host.front() != '[';
+  return bare_ipv6 ? absl::StrCat("[", host, "]:", port) : absl::StrCat(host, ":", port);
+}
+
+absl::Status ValidateName(absl::string_view what, absl::string_view name) {
+  if (name.empty()) return absl::InvalidArgumentError(absl::StrCat("empty rendezvous ", what));
+  if (name.size() > kMaxNameBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("rendezvous ", what, " ", Quote(name), " is ",
+                                                   name.size(), " bytes, more than the limit of ",
+                                                   kMaxNameBytes));
+  }
+  return absl::OkStatus();
+}
+
+// The key/value store with waiting reads. Thread-safe.
+class Store {
+ public:
+  explicit Store(const RendezvousServerOptions& options) : options_(options) {}
+
+  absl::Status Put(const std::string& scope, const std::string& key, const std::string& value) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (shutting_down_) return absl::UnavailableError(kShuttingDownMessage);
+    auto scope_it = scopes_.find(scope);
+    if (scope_it != scopes_.end()) {
+      auto it = scope_it->second.find(key);
+      if (it != scope_it->second.end()) {
+        if (it->second == value) return absl::OkStatus();
+        return absl::AlreadyExistsError(
+            absl::StrCat("key ", Quote(key), " of scope ", Quote(scope),
+                         " already holds a different value (keys are written once)"));
+      }
+      if (static_cast<int64_t>(scope_it->second.size()) >= options_.max_keys_per_scope) {
+        return absl::ResourceExhaustedError(absl::StrCat("scope ", Quote(scope), " already holds ",
+                                                         options_.max_keys_per_scope,
+                                                         " keys, the limit"));
+      }
+    }
+    const int64_t bytes = static_cast<int64_t>(scope.size() + key.size() + value.size());
+    if (total_bytes_ + bytes > options_.max_total_bytes) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("rendezvous store full: ", total_bytes_, " bytes held, ", bytes,
+                       " more would pass the limit of ", options_.max_total_bytes));
+    }
+    scopes_[scope].emplace(key, value);
+    total_bytes_ += bytes;
+    cv_.notify_all();
+    return absl::OkStatus();
+  }
+
+  // The values of `keys` in order, once all exist; DeadlineExceeded naming the missing keys
+  // when `deadline` passes first.
+  absl::StatusOr<std::vector<std::string>> Get(const std::string& scope,
+                                               const std::vector<std::string>& keys,
+                                               absl::Duration timeout, absl::Time deadline) {
+    std::unique_lock<std::mutex> lock(mu_);
+    size_t present = 0;  // keys[0, present) exist; keys are never removed
+    auto done = [&] {
+      if (shutting_down_) return true;
+      auto scope_it = scopes_.find(scope);
+      if (scope_it == scopes_.end()) return false;
+      while (present < keys.size() && scope_it->second.contains(keys[present])) ++present;
+      return present == keys.size();
+    };
+    if (!done()) {
+      ++waiting_gets_;
+      cv_.notify_all();  // TEST_AwaitWaitingGets
+      for (absl::Duration left = deadline - absl::Now(); left > absl::ZeroDuration();
+           left = deadline - absl::Now()) {
+        // In pieces: a far deadline must not overflow the condition variable's clock.
+        if (cv_.wait_for(lock, absl::ToChronoNanoseconds(std::min(left, absl::Hours(1))), done)) {
+          break;
+        }
+      }
+      --waiting_gets_;
+    }
+    if (shutting_down_) return absl::UnavailableError(kShuttingDownMessage);
+    if (!done()) return TimedOut(scope, keys, timeout);
+    const auto& values = scopes_.find(scope)->second;
+    std::vector<std::string> out;
+    out.reserve(keys.size());
+    int64_t reply_bytes = 0;
+    for (const std::string& key : keys) {
+      const std::string& value = values.find(key)->second;
+      reply_bytes += static_cast<int64_t>(value.size());
+      if (reply_bytes > options_.max_reply_bytes) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat("the values of ", keys.size(), " keys of scope ", Quote(scope),
+                         " exceed the limit of ", options_.max_reply_bytes, " bytes per Get"));
+      }
+      out.push_back(value);
+    }
+    return out;
+  }
+
+  void Shutdown() {
+    std::lock_guard<std::mutex> lock(mu_);
+    shutting_down_ = true;
+    cv_.notify_all();
+  }
+
+  void AwaitWaitingGets(int n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return waiting_gets_ >= n; });
+  }
+
+ private:
+  absl::Status TimedOut(const std::string& scope, const std::vector<std::string>& keys,
+                        absl::Duration timeout) {  // mu_ held
+    std::vector<std::string> missing;
+    size_t missing_count = 0;
+    auto scope_it = scopes_.find(scope);
+    for (const std::string& key : keys) {
+      if (scope_it != scopes_.end() && scope_it->second.contains(key)) continue;
+      if (++missing_count <= kMaxMissingKeysNamed) missing.push_back(Quote(key));
+    }
+    std::string names = absl::StrJoin(missing, ", ");
+    if (missing_count > missing.size()) {
+      absl::StrAppend(&names, " and ", missing_count - missing.size(), " more");
+    }
+    return absl::DeadlineExceededError(absl::StrCat(
+        missing_count == 1 ? "key " : "keys ", names, " (", missing_count, " of ", keys.size(),
+        ") of scope ", Quote(scope), " not published within ", absl::FormatDuration(timeout)));
+  }
+
+  const RendezvousServerOptions options_;
+  // (launcher/ does not use runtime/common/mutex.h, so the members below carry no lock
+  // annotations: all of them are guarded by mu_.)
+  std::mutex mu_;
+  std::condition_variable cv_;  // a Put, Shutdown() or a new waiting Get
+  absl::flat_hash_map<std::string, absl::flat_hash_map<std::string, std::string>> scopes_;
+  int64_t total_bytes_ = 0;
+  int waiting_gets_ = 0;
+  bool shutting_down_ = false;
+};
+
+}  // namespace
+
+class RendezvousServer::Service final : public chorus::rendezvous::Rendezvous::Service {
+ public:
+  explicit Service(const RendezvousServerOptions& options)
+      : secret_(options.secret), max_value_bytes_(options.max_value_bytes), store_(options) {}
+
+  Store& store() { return store_; }
+
+  grpc::Status Put(grpc::ServerContext* context, const chorus::rendezvous::PutRequest* request,
+                   chorus::rendezvous::PutResponse* response) override {
+    if (grpc::Status auth = Authenticate(*context); !auth.ok()) return auth;
+    if (absl::Status s = ValidateName("scope", request->scope()); !s.ok()) return ToGrpc(s);
+    if (absl::Status s = ValidateName("key", request->key()); !s.ok()) return ToGrpc(s);
+    if (static_cast<int64_t>(request->value().size()) > max_value_bytes_) {
+      return ToGrpc(absl::ResourceExhaustedError(absl::StrCat(
+          "value of key ", Quote(request->key()), " of scope ", Quote(request->scope()), " is ",
+          request->value().size(), " bytes, more than the limit of ", max_value_bytes_)));
+    }
+    return ToGrpc(store_.Put(request->scope(), request->key(), request->value()));
+  }
+
+  grpc::Status Get(grpc::ServerContext* context, const chorus::rendezvous::GetRequest* request,
+                   chorus::rendezvous::GetResponse* response) override {
+    if (grpc::Status auth = Authenticate(*context); !auth.ok()) return auth;
+    if (absl::Status s = ValidateName("scope", request->scope()); !s.ok()) return ToGrpc(s);
+    if (request->keys().empty()) {
+      return ToGrpc(absl::InvalidArgumentError("rendezvous Get of no keys"));
+    }
+    for (const std::string& key : request->keys()) {
+      if (absl::Status s = ValidateName("key", key); !s.ok()) return ToGrpc(s);
+    }
+    if (request->timeout_ms() < 0) {
+      return ToGrpc(absl::InvalidArgumentError(
+          absl::StrCat("negative rendezvous Get timeout: ", request->timeout_ms(), " ms")));
+    }
+    const absl::Duration timeout = absl::Milliseconds(request->timeout_ms());
+    const absl::Time deadline =
+        std::min(absl::Now() + timeout, absl::FromChrono(context->deadline()));
+    std::vector<std::string> keys(request->keys().begin(), request->keys().end());
+    absl::StatusOr<std::vector<std::string>> values =
+        store_.Get(request->scope(), keys, timeout, deadline);
+    if (!values.ok()) return ToGrpc(values.status());
+    for (std::string& value : *values) response->add_values(std::move(value));
+    return grpc::Status::OK;
+  }
+
+ private:
+  grpc::Status Authenticate(const grpc::ServerContext& context) const {
+    const auto range = context.client_metadata().equal_range(kSecretMetadataKey);
+    if (range.first == range.second) {
+      return grpc::Status(
+          grpc::StatusCode::UNAUTHENTICATED,
+          absl::StrCat("missing rendezvous secret (metadata ", kSecretMetadataKey, ")"));
+    }
+    const grpc::string_ref given = range.first->second;
+    if (std::next(range.first) != range.second ||
+        !ConstantTimeEquals(secret_, absl::string_view(given.data(), given.size()))) {
+      return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "wrong rendezvous secret");
+    }
+    return grpc::Status::OK;
+  }
+
+  const std::string secret_;
+  const int64_t max_value_bytes_;
+  Store store_;
+};
+
+absl::StatusOr<std::string> GenerateRendezvousSecret() {
+  const int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return absl::InternalError(absl::StrCat("cannot open /dev/urandom: ", std::strerror(errno)));
+  }
+  std::string bytes(kSecretBytes, '\0');
+  size_t got = 0;
+  while (got < bytes.size()) {
+    const ssize_t n = read(fd, bytes.data() + got, bytes.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const std::string why = n < 0 ? std::strerror(errno) : "end of file";
+      close(fd);
+      return absl::InternalError(absl::StrCat("cannot read /dev/urandom: ", why));
+    }
+    got += static_cast<size_t>(n);
+  }
+  close(fd);
+  return absl::BytesToHexString(bytes);
+}
+
+absl::StatusOr<std::unique_ptr<RendezvousServer>> RendezvousServer::Start(
+    const RendezvousServerOptions& options) {
+  if (options.secret.empty()) {
+    return absl::InvalidArgumentError("rendezvous server needs a non-empty secret");
+  }
+  if (options.host.empty()) return absl::InvalidArgumentError("rendezvous server: empty host");
+  if (options.port < 0 || options.port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rendezvous server: port ", options.port, " is outside [0, 65535]"));
+  }
+  if (options.max_value_bytes < 1 || options.max_value_bytes > kTransportLimitBytes ||
+      options.max_reply_bytes < 1 || options.max_reply_bytes > kTransportLimitBytes ||
+      options.max_keys_per_scope < 1 || options.max_total_bytes < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rendezvous server: limits must be positive, values and replies at most ",
+                     kTransportLimitBytes, " bytes"));
+  }
+  const std::string address = HostPort(options.host, options.port);
+  auto service = std::make_unique<Service>(options);
+  grpc::ServerBuilder builder;
+  int bound_port = 0;
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &bound_port);
+  builder.RegisterService(service.get());
+  builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_value_bytes + kRequestSlackBytes));
+  builder.SetMaxSendMessageSize(static_cast<int>(options.max_reply_bytes + kRequestSlackBytes));
+  // A second server on a fixed port must fail to bind, not share the port.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || bound_port == 0) {
+    return absl::UnavailableError(absl::StrCat("rendezvous server cannot listen on ", address));
+  }
+  return std::unique_ptr<RendezvousServer>(
+      new RendezvousServer(std::move(service), std::move(server), bound_port));
+}
+
+RendezvousServer::RendezvousServer(std::unique_ptr<Service> service,
+                                   std::unique_ptr<grpc::Server> server, int port)
+    : service_(std::move(service)), server_(std::move(server)), port_(port) {}
+
+RendezvousServer::~RendezvousServer() { Shutdown(); }
+
+void RendezvousServer::Shutdown() {
+  // Waiting Gets return first, so that the server's shutdown does not wait for them.
+  service_->store().Shutdown();
+  std::call_once(shutdown_once_, [this] {
+    // Calls still running after the grace period (a client stuck sending) are cancelled.
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    server_->Wait();
+  });
+}
+
+void RendezvousServer::TEST_AwaitWaitingGets(int n) { service_->store().AwaitWaitingGets(n); }
+
+}  // namespace chorus::launcher

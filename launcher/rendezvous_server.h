@@ -1,0 +1,102 @@
+// File: launcher/rendezvous_server.h
+//
+// The rendezvous service of MPI-less launches (chorusrun --gloo), run inside chorusrun: a
+// key/value store over gRPC (proto/rendezvous.proto) through which workers publish their UCX
+// worker addresses and fetch everyone else's (the client is runtime/ucx/rendezvous_client.h).
+//
+//   CHORUS_ASSIGN_OR_RETURN(std::string secret, GenerateRendezvousSecret());
+//   RendezvousServerOptions options;
+//   options.secret = secret;
+//   CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<RendezvousServer> server,
+//                           RendezvousServer::Start(options));
+//   // workers get CHORUS_RENDEZVOUS_ADDR=<this host>:<server->port()> and
+//   // CHORUS_RENDEZVOUS_SECRET=<secret>
+//
+// Keys live in scopes ("world/0", "world/1" after an elastic reset, ...); a key is written once
+// (the same value again is a no-op, another value is AlreadyExists) and Gets wait server-side
+// until their keys exist.
+//
+// Security: every call must carry the job's secret (metadata "chorus-rendezvous-secret"); a
+// missing or wrong one is answered Unauthenticated without touching the store, compared in
+// constant time. The secret and the values travel in clear over plain TCP (no TLS): the job's
+// network is trusted, the secret only keeps stray or foreign processes out of the store.
+//
+// Limits, each answered without harm: empty or over-long scope/key, a negative timeout or a Get
+// of no keys -> InvalidArgument; a value over max_value_bytes, a scope over max_keys_per_scope,
+// a store over max_total_bytes or an answer over max_reply_bytes -> ResourceExhausted.
+//
+// Threads: gRPC's synchronous server; each waiting Get holds one of its threads until its keys
+// exist, its timeout (or its caller's deadline) passes, or Shutdown().
+// Thread-safety: thread-safe.
+#ifndef CHORUS_LAUNCHER_RENDEZVOUS_SERVER_H_
+#define CHORUS_LAUNCHER_RENDEZVOUS_SERVER_H_
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace grpc {
+class Server;
+}  // namespace grpc
+
+namespace chorus::launcher {
+
+struct RendezvousServerOptions {
+  // Address to listen on; "0.0.0.0" (all IPv4 interfaces), "::", "127.0.0.1", a host name.
+  std::string host = "0.0.0.0";
+  // 0: an ephemeral port, reported by port().
+  int port = 0;
+  // Required, non-empty: see GenerateRendezvousSecret().
+  std::string secret;
+  int64_t max_value_bytes = int64_t{16} << 20;
+  int64_t max_keys_per_scope = 65536;
+  // Sum over the store of scope + key + value sizes.
+  int64_t max_total_bytes = int64_t{1} << 30;
+  // Sum of the values one Get answers.
+  int64_t max_reply_bytes = int64_t{256} << 20;
+};
+
+// 32 random bytes from /dev/urandom as 64 lowercase hex digits. Internal if it cannot be read.
+absl::StatusOr<std::string> GenerateRendezvousSecret();
+
+class RendezvousServer {
+ public:
+  // Listens on options.host:options.port and serves until Shutdown() or destruction.
+  // InvalidArgument for bad options; Unavailable when the address cannot be bound.
+  static absl::StatusOr<std::unique_ptr<RendezvousServer>> Start(
+      const RendezvousServerOptions& options);
+
+  // Shutdown().
+  ~RendezvousServer();
+  RendezvousServer(const RendezvousServer&) = delete;
+  RendezvousServer& operator=(const RendezvousServer&) = delete;
+
+  // The bound port (the ephemeral one when options.port was 0).
+  int port() const { return port_; }
+
+  // Waiting Gets return Unavailable "rendezvous shutting down" at once, later calls fail, and
+  // the listening port is closed. Blocks until every call in progress has returned. Idempotent.
+  void Shutdown();
+
+  // Blocks until at least n Gets are waiting for missing keys (for tests: sequence a Put after
+  // a Get without sleeping).
+  void TEST_AwaitWaitingGets(int n);
+
+ private:
+  class Service;
+  RendezvousServer(std::unique_ptr<Service> service, std::unique_ptr<grpc::Server> server,
+                   int port);
+
+  // service_ outlives server_ (members are destroyed in reverse order).
+  std::unique_ptr<Service> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_;
+  std::once_flag shutdown_once_;
+};
+
+}  // namespace chorus::launcher
+
+#endif  // CHORUS_LAUNCHER_RENDEZVOUS_SERVER_H_

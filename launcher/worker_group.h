@@ -1,0 +1,136 @@
+// File: launcher/worker_group.h
+//
+// WorkerGroup starts processes (chorusrun --gloo's workers, or its ssh host checks), supervises
+// them, and guarantees that none is left running when it returns:
+//
+//   WorkerGroup group(options, &sink);
+//   CHORUS_RETURN_IF_ERROR(group.Start(specs));  // all started, or none left running
+//   GroupResult result = group.Wait();           // every worker has ended
+//
+// - Each worker's stdout and stderr are pipes, read with poll() and handed to the OutputSink.
+// - All workers share one process group of their own, held by a small keeper process, so that a
+//   signal reaches the workers and everything they started, and a terminal's Ctrl-C reaches
+//   them once, through chorusrun. A worker's stdin is /dev/null, or a pipe that receives
+//   WorkerSpec::stdin_text and then stays open until the group stops (launcher/ssh_command.h).
+//   Local workers get SIGKILL if chorusrun itself dies (PR_SET_PDEATHSIG).
+// - SIGINT or SIGTERM sent to chorusrun while Wait() runs is forwarded to every worker; a second
+//   one sends SIGKILL.
+// - When a worker exits non-zero or is killed by a signal, or chorusrun is signalled, or the
+//   deadline passes, the group stops: every worker gets SIGTERM (or the forwarded signal), its
+//   stdin pipe is closed, and after options.grace whatever is left gets SIGKILL.
+// - Once every worker has ended, anything left in the process group (a worker's background
+//   child) is killed, and the pipes are read until EOF or until they stay silent for
+//   kDrainAfterExit.
+//
+// SIGINT, SIGTERM, SIGCHLD and SIGPIPE (ignored, so that a closed terminal cannot kill
+// chorusrun) are chorusrun's from Start() until Wait() returns; the previous handlers are then
+// restored. At most one WorkerGroup may be started at a time per process.
+//
+// Thread-safety: thread-compatible; Start() and Wait() run on the same thread. Other threads of
+// the process (gRPC's) may run: the child side of fork() only makes async-signal-safe calls.
+#ifndef CHORUS_LAUNCHER_WORKER_GROUP_H_
+#define CHORUS_LAUNCHER_WORKER_GROUP_H_
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+
+#include "launcher/mpirun_command.h"
+#include "launcher/worker_output.h"
+
+namespace chorus::launcher {
+
+inline constexpr absl::Duration kDrainAfterExit = absl::Milliseconds(500);
+
+struct WorkerSpec {
+  std::string program;                    // what execve runs: a path (no PATH search)
+  std::vector<std::string> argv;          // argv[0] included
+  Environment environment;                // the whole environment
+  std::optional<std::string> stdin_text;  // nullopt: stdin is /dev/null
+};
+
+// How one worker ended.
+struct WorkerExit {
+  bool signaled = false;
+  int code = 0;  // the exit code, or the signal number when `signaled`
+
+  bool ok() const { return !signaled && code == 0; }
+  // As a shell reports it: the code, or 128 + the signal number.
+  int shell_status() const { return signaled ? 128 + code : code; }
+};
+
+struct GroupResult {
+  std::vector<WorkerExit> exits;  // by worker index
+  // The first worker seen failing while the group was still running normally: the cause. Ends
+  // that follow a stop are consequences and do not count.
+  std::optional<int> first_failure;
+  std::optional<int> stop_signal;  // SIGINT or SIGTERM chorusrun received and forwarded
+  bool timed_out = false;          // options.deadline passed with workers running
+};
+
+struct WorkerGroupOptions {
+  absl::Duration grace = absl::Seconds(3);  // SIGTERM -> SIGKILL
+  std::optional<absl::Time> deadline;       // stop the group then
+};
+
+class WorkerGroup {
+ public:
+  // `sink` is borrowed and must outlive the group.
+  WorkerGroup(WorkerGroupOptions options, OutputSink* sink);
+  // Kills (SIGKILL) and reaps whatever is still running; restores the signal handlers.
+  ~WorkerGroup();
+  WorkerGroup(const WorkerGroup&) = delete;
+  WorkerGroup& operator=(const WorkerGroup&) = delete;
+
+  // Starts every worker. On failure (pipe, fork) the ones already started are killed and
+  // reaped, and Internal is returned. A program that cannot be executed is not a Start()
+  // failure: that worker prints "chorusrun: error: cannot run ..." on its stderr and exits 127.
+  // REQUIRES: called once, with at least one worker.
+  absl::Status Start(const std::vector<WorkerSpec>& workers);
+
+  // Blocks until every worker has ended (see above). REQUIRES: Start() succeeded.
+  GroupResult Wait();
+
+ private:
+  struct Worker {
+    pid_t pid = -1;
+    int fds[2] = {-1, -1};  // stdout, stderr (read ends)
+    int stdin_fd = -1;      // write end, or -1
+    bool running = false;
+  };
+
+  absl::Status StartOne(int index, const WorkerSpec& spec, int dev_null);
+  void Reap(GroupResult* result);
+  void ReadReady(const std::vector<struct pollfd>& polled, const std::vector<int>& owners,
+                 bool* any_data);
+  void CloseOutput(int index, int stream);
+  void HandleSignals(GroupResult* result);
+  void BeginStop(int sig);
+  void KillAll();
+  void KillKeeper();
+  void CloseStdins();
+  void RestoreSignals();
+  int RunningCount() const;
+
+  WorkerGroupOptions options_;
+  OutputSink* sink_;
+  std::vector<Worker> workers_;
+  pid_t keeper_ = -1;  // leader of the workers' process group; -1 once gone
+  bool handlers_installed_ = false;
+  bool stopping_ = false;
+  std::optional<absl::Time> kill_at_;
+  int signal_pipe_[2] = {-1, -1};
+  // SIGINT, SIGTERM, SIGCHLD, SIGPIPE as they were before Start().
+  struct sigaction old_actions_[4];
+};
+
+}  // namespace chorus::launcher
+
+#endif  // CHORUS_LAUNCHER_WORKER_GROUP_H_

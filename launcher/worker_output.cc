@@ -1,0 +1,122 @@
+#include "launcher/worker_output.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace chorus::launcher {
+namespace {
+
+absl::Status MakeDirectory(const std::string& path) {
+  if (::mkdir(path.c_str(), 0777) == 0 || errno == EEXIST) {
+    struct stat st;
+    if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return absl::OkStatus();
+    return absl::InternalError(
+        absl::StrCat("--output-filename: '", path, "' exists and is not a directory"));
+  }
+  return absl::InternalError(
+      absl::StrCat("--output-filename: cannot create '", path, "': ", std::strerror(errno)));
+}
+
+// mkdir -p.
+absl::Status MakeDirectories(const std::string& path) {
+  for (size_t slash = path.find('/', 1); slash != std::string::npos;
+       slash = path.find('/', slash + 1)) {
+    if (absl::Status s = MakeDirectory(path.substr(0, slash)); !s.ok()) return s;
+  }
+  return MakeDirectory(path);
+}
+
+}  // namespace
+
+std::string FormatTaggedLine(int rank, OutputStream stream, absl::string_view line,
+                             std::optional<absl::Time> time, absl::TimeZone zone) {
+  const char* tag = stream == OutputStream::kStdout ? "]<stdout>:" : "]<stderr>:";
+  return absl::StrCat(time ? absl::FormatTime("%a %b %e %H:%M:%S %Y", *time, zone) : "", "[", rank,
+                      tag, line);
+}
+
+TerminalSink::TerminalSink(std::vector<int> ranks, bool timestamp, FILE* out, FILE* err)
+    : ranks_(std::move(ranks)),
+      timestamp_(timestamp),
+      out_(out),
+      err_(err),
+      zone_(absl::LocalTimeZone()) {}
+
+void TerminalSink::Write(int index, OutputStream stream, absl::string_view bytes) {
+  lines_[{index, stream}].Append(bytes,
+                                 [&](absl::string_view line) { Print(index, stream, line); });
+}
+
+void TerminalSink::Close(int index, OutputStream stream) {
+  auto it = lines_.find({index, stream});
+  if (it == lines_.end()) return;
+  it->second.Finish([&](absl::string_view line) { Print(index, stream, line); });
+  lines_.erase(it);
+}
+
+void TerminalSink::Print(int index, OutputStream stream, absl::string_view line) {
+  const std::string text =
+      FormatTaggedLine(ranks_[static_cast<size_t>(index)], stream, line,
+                       timestamp_ ? std::optional<absl::Time>(absl::Now()) : std::nullopt, zone_);
+  FILE* f = stream == OutputStream::kStdout ? out_ : err_;
+  // A closed terminal or pipe must not stop the job: write errors are ignored.
+  std::fwrite(text.data(), 1, text.size(), f);
+  std::fputc('\n', f);
+  std::fflush(f);
+}
+
+absl::StatusOr<std::unique_ptr<FileSink>> FileSink::Create(const std::string& dir,
+                                                           const std::vector<int>& ranks) {
+  if (absl::Status s = MakeDirectories(dir); !s.ok()) return s;
+  std::unique_ptr<FileSink> sink(new FileSink());
+  for (int rank : ranks) {
+    const std::string rank_dir = absl::StrCat(dir, "/rank.", rank);
+    if (absl::Status s = MakeDirectory(rank_dir); !s.ok()) return s;
+    std::pair<FILE*, FILE*> files = {nullptr, nullptr};
+    for (const char* name : {"stdout", "stderr"}) {
+      const std::string path = absl::StrCat(rank_dir, "/", name);
+      FILE* f = std::fopen(path.c_str(), "we");
+      if (f == nullptr) {
+        const std::string why = std::strerror(errno);
+        if (files.first != nullptr) std::fclose(files.first);
+        return absl::InternalError(
+            absl::StrCat("--output-filename: cannot write '", path, "': ", why));
+      }
+      (files.first == nullptr ? files.first : files.second) = f;
+    }
+    sink->files_.push_back(files);
+  }
+  return sink;
+}
+
+FileSink::~FileSink() {
+  for (auto& [out, err] : files_) {
+    if (out != nullptr) std::fclose(out);
+    if (err != nullptr) std::fclose(err);
+  }
+}
+
+FILE*& FileSink::File(int index, OutputStream stream) {
+  auto& files = files_[static_cast<size_t>(index)];
+  return stream == OutputStream::kStdout ? files.first : files.second;
+}
+
+void FileSink::Write(int index, OutputStream stream, absl::string_view bytes) {
+  FILE* f = File(index, stream);
+  if (f == nullptr) return;
+  std::fwrite(bytes.data(), 1, bytes.size(), f);
+  std::fflush(f);
+}
+
+void FileSink::Close(int index, OutputStream stream) {
+  FILE*& f = File(index, stream);
+  if (f != nullptr) std::fclose(f);
+  f = nullptr;
+}
+
+}  // namespace chorus::launcher

@@ -1,0 +1,122 @@
+// File: launcher/worker_output.h
+//
+// Where the output of chorusrun --gloo's workers goes. WorkerGroup (launcher/worker_group.h)
+// reads each worker's stdout and stderr pipes and hands the bytes to an OutputSink:
+//
+// - TerminalSink prints each line on chorusrun's stdout or stderr, tagged as horovodrun does:
+//   "[1]<stdout>:text", "[1]<stderr>:text"; with --prefix-output-with-timestamp a timestamp
+//   in mpirun's --timestamp-output form comes first ("Tue Dec  1 06:35:27 2026[1]<stdout>:text").
+//   An unterminated last piece is printed as a line at EOF; a line longer than kMaxLineBytes is
+//   printed in pieces of that size.
+// - FileSink writes the bytes unchanged to DIR/rank.<r>/stdout and DIR/rank.<r>/stderr
+//   (horovodrun's --output-filename layout in gloo mode), nothing to the terminal.
+//
+// Thread-safety: thread-compatible (WorkerGroup calls a sink from one thread).
+#ifndef CHORUS_LAUNCHER_WORKER_OUTPUT_H_
+#define CHORUS_LAUNCHER_WORKER_OUTPUT_H_
+
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+
+namespace chorus::launcher {
+
+enum class OutputStream { kStdout, kStderr };
+
+class OutputSink {
+ public:
+  virtual ~OutputSink() = default;
+  // Bytes worker `index` wrote on `stream`, in order.
+  virtual void Write(int index, OutputStream stream, absl::string_view bytes) = 0;
+  // That stream of worker `index` has ended (EOF, or the group stopped reading it).
+  virtual void Close(int index, OutputStream stream) = 0;
+};
+
+inline constexpr size_t kMaxLineBytes = 64 * 1024;
+
+// "[rank]<stdout>:line" (or <stderr>), after mpirun's timestamp form of `time` when given.
+std::string FormatTaggedLine(int rank, OutputStream stream, absl::string_view line,
+                             std::optional<absl::Time> time, absl::TimeZone zone);
+
+// Splits a byte stream into lines (without their '\n'); see kMaxLineBytes.
+class LineSplitter {
+ public:
+  // Calls `emit` for each complete line in what has arrived so far.
+  template <typename Emit>
+  void Append(absl::string_view bytes, Emit&& emit) {
+    pending_.append(bytes.data(), bytes.size());
+    size_t start = 0;
+    while (start < pending_.size()) {
+      const size_t nl = pending_.find('\n', start);
+      if (nl == std::string::npos) {
+        if (pending_.size() - start < kMaxLineBytes) break;
+        emit(absl::string_view(pending_).substr(start, kMaxLineBytes));
+        start += kMaxLineBytes;
+        continue;
+      }
+      emit(absl::string_view(pending_).substr(start, nl - start));
+      start = nl + 1;
+    }
+    pending_.erase(0, start);
+  }
+
+  // Calls `emit` with the unterminated rest, if any.
+  template <typename Emit>
+  void Finish(Emit&& emit) {
+    if (!pending_.empty()) emit(absl::string_view(pending_));
+    pending_.clear();
+  }
+
+ private:
+  std::string pending_;
+};
+
+class TerminalSink : public OutputSink {
+ public:
+  // Lines of `stdout`-stream output go to `out`, the rest to `err` (both borrowed; flushed after
+  // each line). `ranks[index]` is the rank printed in the tag of worker `index`.
+  TerminalSink(std::vector<int> ranks, bool timestamp, FILE* out, FILE* err);
+
+  void Write(int index, OutputStream stream, absl::string_view bytes) override;
+  void Close(int index, OutputStream stream) override;
+
+ private:
+  void Print(int index, OutputStream stream, absl::string_view line);
+
+  std::vector<int> ranks_;
+  bool timestamp_;
+  FILE* out_;
+  FILE* err_;
+  absl::TimeZone zone_;
+  std::map<std::pair<int, OutputStream>, LineSplitter> lines_;
+};
+
+class FileSink : public OutputSink {
+ public:
+  // Creates `dir` and dir/rank.<r> for each of `ranks` (index order) and truncates their stdout
+  // and stderr files. Internal naming the path when one cannot be created.
+  static absl::StatusOr<std::unique_ptr<FileSink>> Create(const std::string& dir,
+                                                          const std::vector<int>& ranks);
+  ~FileSink() override;
+
+  void Write(int index, OutputStream stream, absl::string_view bytes) override;
+  void Close(int index, OutputStream stream) override;
+
+ private:
+  FileSink() = default;
+  FILE*& File(int index, OutputStream stream);
+
+  std::vector<std::pair<FILE*, FILE*>> files_;  // (stdout, stderr) per index; owned
+};
+
+}  // namespace chorus::launcher
+
+#endif  // CHORUS_LAUNCHER_WORKER_OUTPUT_H_

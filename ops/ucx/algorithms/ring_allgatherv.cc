@@ -1,0 +1,64 @@
+// File: ops/ucx/algorithms/ring_allgatherv.cc
+#include "ops/ucx/algorithms/ring_allgatherv.h"
+
+#include <cstddef>
+#include <cstring>
+#include <vector>
+
+#include "ops/ucx/algorithms/common.h"
+#include "runtime/common/status_macros.h"
+
+namespace chorus::ops::ucx {
+namespace {
+
+int Mod(int a, int n) { return ((a % n) + n) % n; }
+
+}  // namespace
+
+absl::Status RingAllgatherv::Run(const void* send, void* recv,
+                                 absl::Span<const int64_t> block_bytes, uint64_t tag) {
+  const int n = transport_->size(), r = transport_->rank();
+  const std::vector<int64_t> offsets = BlockOffsets(block_bytes);
+  auto* buf = static_cast<std::byte*>(recv);
+  const auto bn = [](int b) { return static_cast<size_t>(b); };
+  std::byte* mine = buf + offsets[bn(r)];
+  if (send != mine && block_bytes[bn(r)] > 0) {
+    std::memcpy(mine, send, static_cast<size_t>(block_bytes[bn(r)]));
+  }
+  if (n == 1) return absl::OkStatus();
+  const int next = Mod(r + 1, n), prev = Mod(r - 1, n);
+
+  Outstanding pending(transport_);
+  // Every incoming piece, in the predecessor's sending order, and its step.
+  std::vector<Piece> incoming;
+  std::vector<int> step_of;
+  for (int t = 0; t < n - 1; ++t) {
+    const int b = Mod(r - t - 1, n);
+    AppendPieces(offsets[bn(b)], block_bytes[bn(b)], piece_bytes_, &incoming);
+    step_of.resize(incoming.size(), t);
+  }
+  std::vector<RequestId> recv_ids(incoming.size());
+  for (size_t j = 0; j < incoming.size(); ++j) {
+    CHORUS_ASSIGN_OR_RETURN(
+        recv_ids[j],
+        pending.Add(transport_->Irecv(prev, tag, buf + incoming[j].offset, incoming[j].length)));
+  }
+  std::vector<Piece> own;
+  AppendPieces(offsets[bn(r)], block_bytes[bn(r)], piece_bytes_, &own);
+  for (const Piece& p : own) {
+    CHORUS_RETURN_IF_ERROR(
+        pending.Add(transport_->Isend(next, tag, buf + p.offset, p.length)).status());
+  }
+  for (size_t j = 0; j < incoming.size(); ++j) {
+    CHORUS_RETURN_IF_ERROR(pending.Wait(recv_ids[j]));
+    // The block received at step t is the one sent at step t + 1; the last one stops here.
+    if (step_of[j] < n - 2) {
+      CHORUS_RETURN_IF_ERROR(
+          pending.Add(transport_->Isend(next, tag, buf + incoming[j].offset, incoming[j].length))
+              .status());
+    }
+  }
+  return pending.WaitAll();
+}
+
+}  // namespace chorus::ops::ucx

@@ -1,0 +1,88 @@
+// File: runtime/ucx/ucx_controller.h
+//
+// Controller over UCX, for MPI-less and elastic launches: the control plane and every process
+// set's data plane run on one world transport (ops/ucx/ucx_transport.h), each in its own tag
+// space (ops/ucx/tag_transport_view.h): space 0 for the control plane, 1, 2, ... for the data
+// planes in CreateBackend order (the same order on every rank, so the same space everywhere).
+//
+//   GatherToRoot       every rank sends its length and bytes to rank 0 (linear)
+//   BroadcastFromRoot  the length by binomial tree, then the bytes (tree or chain by size)
+//   AllreduceBitAnd    recursive doubling (ring for long vectors)
+//   Barrier            dissemination
+//   CreateBackend      a UcxBackend on a view of the set's ranks; no communication
+//
+// Forming the world (Note [Forming a UCX world] in ops/ucx/ucx_transport.h): Create() publishes
+// the transport's address through an AddressExchange (the launcher's rendezvous), connects to
+// every rank and runs a barrier. The topology (local and cross ranks) is the caller's: the
+// rendezvous knows which host each rank runs on.
+//
+// Lifetime: backends share ownership of the world transport, so they may outlive the controller.
+// Errors: as Controller; after an Unavailable or Internal error the world is unusable (the
+// transport's errors are final) and a new controller must be formed.
+// Thread-safety: thread-compatible: one thread at a time (the background thread once running),
+// shared with the backends it created (all drive the same transport).
+#ifndef CHORUS_RUNTIME_UCX_UCX_CONTROLLER_H_
+#define CHORUS_RUNTIME_UCX_UCX_CONTROLLER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+#include "ops/ucx/tag_transport.h"
+#include "ops/ucx/ucx_backend.h"
+#include "ops/ucx/ucx_transport.h"
+#include "runtime/controller.h"
+#include "runtime/ucx/address_exchange.h"
+
+namespace chorus::runtime {
+
+struct UcxControllerOptions {
+  // Used by every data plane and by the control plane's algorithms. Identical on every rank.
+  ops::UcxBackendOptions backend;
+};
+
+class UcxController : public Controller {
+ public:
+  // Collective over the world being formed. `topology` is this rank's place in it; `transport`
+  // is a fresh, unconnected UcxTransport::Create(); `exchange` is borrowed for the call.
+  // Errors: the exchange's; InvalidArgument when it returns other than topology.size addresses
+  // or this rank's is not at topology.rank; Unavailable when a rank cannot be reached.
+  static absl::StatusOr<std::unique_ptr<UcxController>> Create(
+      const Topology& topology, std::unique_ptr<ops::UcxTransport> transport,
+      AddressExchange& exchange, UcxControllerOptions options = {});
+
+  // On a world transport that is already connected (any TagTransport; unit tests use the
+  // in-memory one). Local: no communication. InvalidArgument when `topology` disagrees with the
+  // transport's rank and size.
+  static absl::StatusOr<std::unique_ptr<UcxController>> CreateOnTransport(
+      const Topology& topology, std::shared_ptr<ops::TagTransport> world,
+      UcxControllerOptions options = {});
+
+  const Topology& topology() const override { return topology_; }
+  std::string name() const override { return "UCX"; }
+  absl::Status GatherToRoot(const std::string& mine, std::vector<std::string>* all) override;
+  absl::Status BroadcastFromRoot(std::string* data) override;
+  absl::Status AllreduceBitAnd(absl::Span<uint64_t> bits) override;
+  absl::Status Barrier() override;
+  absl::StatusOr<std::unique_ptr<ops::CollectiveBackend>> CreateBackend(
+      absl::Span<const int32_t> ranks) override;
+
+ private:
+  UcxController(const Topology& topology, std::shared_ptr<ops::TagTransport> world,
+                std::unique_ptr<ops::TagTransport> control, UcxControllerOptions options);
+  uint64_t NextTag();
+
+  Topology topology_;
+  std::shared_ptr<ops::TagTransport> world_;
+  std::unique_ptr<ops::TagTransport> control_;  // tag space 0 over the world
+  UcxControllerOptions options_;
+  uint64_t calls_ = 0;       // control-plane tags used so far
+  uint32_t next_space_ = 1;  // the next data plane's tag space
+};
+
+}  // namespace chorus::runtime
+
+#endif  // CHORUS_RUNTIME_UCX_UCX_CONTROLLER_H_
