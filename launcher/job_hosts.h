@@ -1,7 +1,7 @@
 // File: launcher/job_hosts.h
 //
 // Where a job's hosts come from, in horovodrun's order: -H/--hosts, else --hostfile, else (with
-// `use_slurm`, i.e. --gloo) the Slurm allocation chorusrun runs in (launcher/slurm.h), else
+// `use_slurm`) the Slurm allocation chorusrun runs in (launcher/slurm.h), else
 // localhost with -np slots.
 //
 // Thread-safety: stateless; reads the hostfile only.

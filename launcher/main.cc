@@ -67,7 +67,7 @@ int Main(const std::vector<std::string>& args) {
   const Environment launcher_env = ProcessEnvironment();
   if (o.gloo) return RunGlooJob(o, launcher_env);
 
-  absl::StatusOr<JobHosts> hosts = ResolveJobHosts(o, launcher_env, /*use_slurm=*/false);
+  absl::StatusOr<JobHosts> hosts = ResolveJobHosts(o, launcher_env, /*use_slurm=*/true);
   if (!hosts.ok()) return Fail(hosts.status());
   const auto path_it = launcher_env.find("PATH");
   const std::string path_var = path_it == launcher_env.end() ? "" : path_it->second;

@@ -199,6 +199,18 @@ def test_bad_input(c):
         check('bad input exits 2: ' + ' '.join(args), ok, describe(p))
 
 
+def test_slurm_hosts(c):
+    # Inside a Slurm allocation with no -H, the hosts (and their slots) come from Slurm.
+    env = dict(os.environ, SLURM_JOB_NODELIST='localhost', SLURM_TASKS_PER_NODE='1',
+               SLURM_NTASKS='1')
+    p = run(c, ['-np', '2', '/bin/true'], env=env)
+    check('MPI mode takes its hosts from a Slurm allocation',
+          p.returncode == 2 and 'Slurm' in p.stderr and '1 slots' in p.stderr, describe(p))
+    p = run(c, ['--verbose', '-np', '1', '/bin/true'], env=env)
+    check('MPI mode passes the Slurm hosts to mpirun',
+          p.returncode == 0 and '-H localhost:1' in p.stdout, describe(p))
+
+
 def test_info(c, pytorch_built):
     p = run(c, ['-cb'])
     pytorch_line = '    [X] PyTorch' if pytorch_built else '    [ ] PyTorch'
@@ -233,6 +245,7 @@ def main():
     c = os.path.abspath(args.chorusrun)
     test_info(c, args.pytorch_built == 1)
     test_bad_input(c)
+    test_slurm_hosts(c)
     test_jobs(c)
     test_failures(c)
     if args.bench:
