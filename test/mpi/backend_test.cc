@@ -18,6 +18,7 @@
 #include <catch2/catch.hpp>
 #include <mpi.h>
 
+#include "test/support/typed_values.h"
 #include "ops/cpu/reduce_kernels.h"
 #include "ops/mpi/mpi_backend.h"
 #include "ops/mpi/mpi_datatypes.h"
@@ -89,62 +90,10 @@ int64_t ElemSize(DataType d) {
   }
 }
 
-template <typename T>
-void Put(void* buf, int64_t i, T v) {
-  std::memcpy(static_cast<char*>(buf) + i * sizeof(T), &v, sizeof(T));
-}
-template <typename T>
-T Take(const void* buf, int64_t i) {
-  T v;
-  std::memcpy(&v, static_cast<const char*>(buf) + i * sizeof(T), sizeof(T));
-  return v;
-}
-
-void Store(DataType d, void* buf, int64_t i, double v) {
-  switch (d) {
-    case DataType::kUint8:
-      return Put(buf, i, static_cast<uint8_t>(v));
-    case DataType::kInt8:
-      return Put(buf, i, static_cast<int8_t>(v));
-    case DataType::kInt16:
-      return Put(buf, i, static_cast<int16_t>(v));
-    case DataType::kInt32:
-      return Put(buf, i, static_cast<int32_t>(v));
-    case DataType::kInt64:
-      return Put(buf, i, static_cast<int64_t>(v));
-    case DataType::kFloat16:
-      return Put(buf, i, ops::FloatToHalf(static_cast<float>(v)));
-    case DataType::kBfloat16:
-      return Put(buf, i, ops::FloatToBfloat16(static_cast<float>(v)));
-    case DataType::kFloat32:
-      return Put(buf, i, static_cast<float>(v));
-    default:
-      return Put(buf, i, v);
-  }
-}
-
-double Load(DataType d, const void* buf, int64_t i) {
-  switch (d) {
-    case DataType::kUint8:
-      return Take<uint8_t>(buf, i);
-    case DataType::kInt8:
-      return Take<int8_t>(buf, i);
-    case DataType::kInt16:
-      return Take<int16_t>(buf, i);
-    case DataType::kInt32:
-      return Take<int32_t>(buf, i);
-    case DataType::kInt64:
-      return static_cast<double>(Take<int64_t>(buf, i));
-    case DataType::kFloat16:
-      return ops::HalfToFloat(Take<uint16_t>(buf, i));
-    case DataType::kBfloat16:
-      return ops::Bfloat16ToFloat(Take<uint16_t>(buf, i));
-    case DataType::kFloat32:
-      return Take<float>(buf, i);
-    default:
-      return Take<double>(buf, i);
-  }
-}
+using testing::Load;
+using testing::Put;
+using testing::Store;
+using testing::Take;
 
 bool IsHalf(DataType d) { return d == DataType::kFloat16 || d == DataType::kBfloat16; }
 
