@@ -34,7 +34,8 @@ std::string CheckBuildText(const BuildInfo& b, bool verbose) {
                       Line(b.ucx_controller, "UCX"), Line(b.gloo_controller, "Gloo"), "\n",  //
                       "Available Tensor Operations:\n", Line(b.nccl_ops, "NCCL"),
                       Line(b.ddl_ops, "DDL"), Line(b.ccl_ops, "CCL"), Line(b.mpi_ops, "MPI"),
-                      Line(b.ucx_ops, "UCX"), Line(b.gloo_ops, "Gloo"));
+                      Line(b.ucx_ops, "UCX"), Line(b.gloo_ops, "Gloo"), "\n",  //
+                      "Available Devices:\n", Line(b.cuda, "CUDA"));
 }
 
 }  // namespace chorus::launcher

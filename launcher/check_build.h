@@ -24,6 +24,7 @@ struct BuildInfo {
   bool mpi_ops = false;
   bool ucx_ops = false;
   bool gloo_ops = false;
+  bool cuda = false;  // the GPU data plane (CUDA kernels, NCCL)
 };
 
 // What this build of chorus has: the MPI controller and MPI tensor operations.

@@ -217,7 +217,8 @@ def test_info(c, pytorch_built):
     check('-cb prints the build in horovodrun\'s layout',
           p.returncode == 0 and
           'Available Controllers:\n    [X] MPI\n    [X] UCX\n    [ ] Gloo' in p.stdout
-          and pytorch_line in p.stdout and '    [ ] NCCL' in p.stdout, describe(p))
+          and pytorch_line in p.stdout and '    [ ] NCCL' in p.stdout and
+          'Available Devices:\n    [ ] CUDA' in p.stdout, describe(p))
     p = run(c, ['-v'])
     check('-v prints the version', p.returncode == 0 and p.stdout.strip() != '', describe(p))
     p = run(c, ['--help'])
