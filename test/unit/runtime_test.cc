@@ -3,6 +3,7 @@
 #include "runtime/runtime.h"
 
 #include <algorithm>
+#include <barrier>
 #include <cstring>
 #include <functional>
 #include <latch>
@@ -40,14 +41,18 @@ std::vector<std::string> RunRanks(int n, const RankFn& fn, Config config = TestC
   testing::InProcessFabric fabric(n);
   std::vector<std::string> errors(n);
   std::vector<std::thread> threads;
+  // A shutdown on any rank stops every rank: nobody shuts down before all are done with `fn`.
+  std::barrier done(n);
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
       auto rt = Runtime::Create(config, fabric.CreateController(r), sets);
       if (!rt.ok()) {
         errors[r] = rt.status().ToString();
+        done.arrive_and_drop();
         return;
       }
       fn(r, **rt);
+      done.arrive_and_wait();
       (*rt)->Shutdown();
     });
   }
