@@ -7,11 +7,11 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config clang
   libopenmpi-dev openmpi-bin
   libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc
-  libabsl-dev
+  libabsl-dev libucx-dev openssh-client
   catch2
   libcli11-dev nlohmann-json3-dev libyaml-cpp-dev
   pybind11-dev python3-dev python3-pytest python3-torch python3-numpy python3-torchvision
-  python3-mpi4py
+  python3-mpi4py python3-pip python3-setuptools
 )
 
 missing=()
