@@ -11,7 +11,7 @@ PACKAGES=(
   catch2
   libcli11-dev nlohmann-json3-dev libyaml-cpp-dev
   pybind11-dev python3-dev python3-pytest python3-torch python3-numpy python3-torchvision
-  python3-mpi4py python3-pip python3-setuptools
+  python3-mpi4py python3-pip python3-setuptools python3-wheel
 )
 
 missing=()
