@@ -248,7 +248,8 @@ absl::StatusOr<std::unique_ptr<TensorEntry>> Runtime::MakeEntry(OpRequest r,
 }
 
 absl::StatusOr<Handle> Runtime::Enqueue(OpRequest request, DoneCallback done) {
-  CHORUS_RETURN_IF_ERROR(queue_.status());  // shut down, or stopped by a failure: say which
+  // A malformed request is reported as such even after a shutdown (which any rank may start);
+  // otherwise Push says why the queue is closed (shut down, or stopped by a failure).
   CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<TensorEntry> entry,
                           MakeEntry(std::move(request), "", 0));
   const Handle handle = handles_.Create();
@@ -265,7 +266,7 @@ absl::StatusOr<Handle> Runtime::Enqueue(OpRequest request, DoneCallback done) {
 }
 
 absl::StatusOr<std::vector<Handle>> Runtime::EnqueueGroup(std::vector<OpRequest> requests) {
-  CHORUS_RETURN_IF_ERROR(queue_.status());
+  // As Enqueue: validation first, then Push reports a closed queue.
   if (requests.empty()) return std::vector<Handle>{};
   for (const OpRequest& r : requests) {
     if (r.type != requests[0].type || (r.type != OpType::kAllreduce &&

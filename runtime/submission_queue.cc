@@ -73,11 +73,6 @@ void SubmissionQueue::Close(std::string why) {
   work_cv_.notify_all();
 }
 
-absl::Status SubmissionQueue::status() const {
-  MutexLock lock(&mu_);
-  return closed_ ? absl::FailedPreconditionError(closed_why_) : absl::OkStatus();
-}
-
 bool SubmissionQueue::closed() const {
   MutexLock lock(&mu_);
   return closed_;

@@ -45,8 +45,6 @@ class SubmissionQueue {
   // Refuses further pushes with FailedPrecondition(why) and wakes the waiter.
   void Close(std::string why) ABSL_LOCKS_EXCLUDED(mu_);
   bool closed() const ABSL_LOCKS_EXCLUDED(mu_);
-  // OK while open; FailedPrecondition carrying the reason given to Close() after.
-  absl::Status status() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   mutable Mutex mu_;
