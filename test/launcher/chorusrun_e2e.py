@@ -11,21 +11,14 @@ import subprocess
 import sys
 import tempfile
 
-FAILURES = []
+from e2e_report import check, describe, summary
+
 
 
 def run(chorusrun, args, **kwargs):
     return subprocess.run([chorusrun] + args, capture_output=True, text=True, **kwargs)
 
 
-def check(name, ok, detail=''):
-    print(('PASS ' if ok else 'FAIL ') + name + ('' if ok else ': ' + detail))
-    if not ok:
-        FAILURES.append(name)
-
-
-def describe(p):
-    return f'rc={p.returncode}\n--- stdout\n{p.stdout}\n--- stderr\n{p.stderr}'
 
 
 def ranks_echo(c, np, extra=()):
@@ -251,8 +244,7 @@ def main():
     test_failures(c)
     if args.bench:
         test_bench(c, os.path.abspath(args.bench))
-    print(f'{len(FAILURES)} failed' if FAILURES else 'all passed')
-    return 1 if FAILURES else 0
+    return summary()
 
 
 if __name__ == '__main__':

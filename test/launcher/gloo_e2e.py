@@ -21,7 +21,8 @@ import subprocess
 import sys
 import tempfile
 
-FAILURES = []
+from e2e_report import check, describe, summary
+
 SLEEP = 'exec sleep 600'  # a worker that only ends when it is stopped
 
 FAKE_SSH = r'''#!/usr/bin/python3
@@ -48,14 +49,6 @@ sys.exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 255)
 '''
 
 
-def check(name, ok, detail=''):
-    print(('PASS ' if ok else 'FAIL ') + name + ('' if ok else ': ' + detail))
-    if not ok:
-        FAILURES.append(name)
-
-
-def describe(p):
-    return f'rc={p.returncode}\n--- stdout\n{p.stdout}\n--- stderr\n{p.stderr}'
 
 
 def last_line(text):
@@ -462,8 +455,7 @@ def main():
         test_failures(t)
         test_signals(t)
         test_remote(t)
-    print(f'{len(FAILURES)} failed' if FAILURES else 'all passed')
-    return 1 if FAILURES else 0
+    return summary()
 
 
 if __name__ == '__main__':
