@@ -151,9 +151,15 @@ absl::Status BackgroundLoop::Handshake(const std::vector<std::vector<int32_t>>& 
   CHORUS_RETURN_IF_ERROR(
       AgreeNoProblem(problem, "chorus init failed on another rank (see its error)"));
 
-  // Timelines: every rank estimates its clock offset (cheap; start_timeline may come later).
-  CHORUS_ASSIGN_OR_RETURN(const double clock_offset_us, EstimateClockOffset());
-  timeline_->SetClockOffset(clock_offset_us);
+  // Timelines need each rank's clock offset, measured now (start_timeline may come later but
+  // requires CHORUS_TIMELINE at init). The estimate is collective: run it if any rank has a
+  // timeline configured (the variable may be set on some ranks only).
+  std::vector<uint64_t> no_timeline = {config_.timeline.empty() ? ~uint64_t{0} : 0};
+  CHORUS_RETURN_IF_ERROR(controller_->AllreduceBitAnd(absl::MakeSpan(no_timeline)));
+  if (no_timeline[0] == 0) {
+    CHORUS_ASSIGN_OR_RETURN(const double clock_offset_us, EstimateClockOffset());
+    timeline_->SetClockOffset(clock_offset_us);
+  }
   if (!config_.timeline.empty() && config_.timeline != "DYNAMIC") {
     absl::Status opened =
         timeline_->StartOnLoopThread(config_.timeline, config_.timeline_mark_cycles);

@@ -68,9 +68,9 @@ class BackgroundLoop {
   BackgroundLoop& operator=(const BackgroundLoop&) = delete;
 
   // Starts the thread, which first agrees on the shared config with rank 0, estimates this
-  // rank's clock offset for timelines, opens the CHORUS_TIMELINE file if one is configured, and
-  // creates the global process set and `process_sets` (ids 1, 2, ...). Blocks until that is
-  // done and returns its status; on error the thread has exited.
+  // rank's clock offset when any rank has a timeline configured, opens the CHORUS_TIMELINE file
+  // if one is configured, and creates the global process set and `process_sets` (ids 1, 2,
+  // ...). Blocks until that is done and returns its status; on error the thread has exited.
   absl::Status Start(std::vector<std::vector<int32_t>> process_sets);
 
   const Topology& topology() const { return topology_; }
