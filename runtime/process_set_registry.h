@@ -7,6 +7,7 @@
 #ifndef CHORUS_RUNTIME_PROCESS_SET_REGISTRY_H_
 #define CHORUS_RUNTIME_PROCESS_SET_REGISTRY_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -33,6 +34,22 @@ class ProcessSetRegistry {
     auto it = sets_.find(id);
     if (it == sets_.end()) return std::nullopt;
     return it->second;
+  }
+  // What Enqueue checks, without copying the ranks: the set's size when it exists.
+  struct Membership {
+    bool exists = false;
+    bool member = false;  // `rank` is one of the set's ranks
+    int32_t size = 0;
+  };
+  Membership Find(int32_t id, int32_t rank) const ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(&mu_);
+    Membership m;
+    auto it = sets_.find(id);
+    if (it == sets_.end()) return m;
+    m.exists = true;
+    m.member = std::binary_search(it->second.begin(), it->second.end(), rank);
+    m.size = static_cast<int32_t>(it->second.size());
+    return m;
   }
   std::vector<int32_t> Ids() const ABSL_LOCKS_EXCLUDED(mu_) {
     MutexLock lock(&mu_);

@@ -136,20 +136,22 @@ absl::StatusOr<std::unique_ptr<TensorEntry>> Runtime::MakeEntry(OpRequest r,
   // Process set membership.
   int set_size = topology_.size;
   if (r.type != OpType::kAddProcessSet && r.type != OpType::kJoin) {
-    std::optional<std::vector<int32_t>> ranks = registry_.Ranks(r.process_set_id);
-    if (!ranks.has_value()) {
+    const ProcessSetRegistry::Membership set = registry_.Find(r.process_set_id, topology_.rank);
+    if (!set.exists) {
       return Invalid(r, absl::StrCat("process set ", r.process_set_id, " does not exist"));
     }
     if (r.type == OpType::kRemoveProcessSet) {
       if (r.process_set_id == kGlobalProcessSetId) {
         return Invalid(r, "the global process set (id 0) cannot be removed");
       }
-    } else if (!std::binary_search(ranks->begin(), ranks->end(), topology_.rank)) {
+    } else if (!set.member) {
+      std::optional<std::vector<int32_t>> ranks = registry_.Ranks(r.process_set_id);
       return Invalid(r, absl::StrCat("rank ", topology_.rank, " is not in process set ",
                                      r.process_set_id, " (ranks [",
-                                     absl::StrJoin(*ranks, ", "), "])"));
+                                     absl::StrJoin(ranks.value_or(std::vector<int32_t>{}), ", "),
+                                     "])"));
     }
-    set_size = static_cast<int>(ranks->size());
+    set_size = set.size;
   }
 
   if (IsDataOp(r.type)) {

@@ -5,14 +5,16 @@
      in-place comm.Allreduce calls in a Python loop.
   2. resnet50: the 161 gradient tensors of torchvision's ResNet-50 (25.6 M float32).
      chorus.torch: allreduce_async_ of each in reverse order (the order backward produces
-     them), then synchronize. mpi4py: one in-place Allreduce per 1 MiB piece of one
-     contiguous buffer of the same bytes.
+     them), then synchronize. mpi4py: in-place Allreduce of one contiguous buffer of the same
+     bytes, in pieces of 1, 4, 8 and 16 MiB and whole; the fastest is the baseline.
 
     mpirun -np 2 python3 scripts/python_bench.py [--steps 20] [--warmup 3]
 
-A step's time is the slowest rank's (ranks start each step together after a barrier; chorus
-and mpi4py steps alternate); the script prints the medians and the ratio
-"chorus.torch / mpi4py ..." (below 1: chorus is faster).
+A step's time is the slowest rank's (ranks start each step together after a barrier; the
+configurations alternate step by step); the script prints medians and the ratios
+"chorus.torch / ..." (below 1: chorus is faster). "CPU" is the CPU time of the whole process
+(all threads) per tensor, averaged over the ranks: where the time goes when the ranks' threads
+outnumber the cores.
 mpi4py initialises MPI (MPI_THREAD_MULTIPLE) before chorus starts; chorus then runs on its own
 duplicate of MPI_COMM_WORLD, so both can be used in one process.
 """
@@ -36,24 +38,38 @@ def resnet50_shapes():
     return [tuple(p.shape) for p in models.resnet50().parameters()]
 
 
-def timed_pair(comm, fn_a, fn_b, steps, warmup):
-    """Medians over `steps` of the slowest rank's time of fn_a() and of fn_b().
+class Timing:
+    """Medians over the timed steps: `wall`, the slowest rank's time; `cpu`, the CPU time this
+    rank's process (every thread: Python's and chorus's background thread) spent, on average
+    over the ranks."""
 
-    The two alternate step by step (after `warmup` untimed calls of each), so that drift in
-    the machine's speed hits both alike.
+    def __init__(self, walls, cpus):
+        self.wall = statistics.median(walls)
+        self.cpu = statistics.median(cpus)
+
+
+def timed(comm, fns, steps, warmup):
+    """A Timing for each of `fns` over `steps` steps each.
+
+    They alternate step by step (after `warmup` untimed calls of each), so that drift in the
+    machine's speed hits all alike.
     """
     for _ in range(warmup):
-        fn_a()
-        fn_b()
-    times_a, times_b = [], []
+        for fn in fns:
+            fn()
+    samples = [([], []) for _ in fns]
+    size = comm.Get_size()
     for _ in range(steps):
-        for fn, times in ((fn_a, times_a), (fn_b, times_b)):
+        for fn, (walls, cpus) in zip(fns, samples):
             comm.Barrier()
+            cpu_start = time.process_time()
             start = time.perf_counter()
             fn()
             elapsed = time.perf_counter() - start
-            times.append(comm.allreduce(elapsed, op=MPI.MAX))
-    return statistics.median(times_a), statistics.median(times_b)
+            cpu = time.process_time() - cpu_start
+            walls.append(comm.allreduce(elapsed, op=MPI.MAX))
+            cpus.append(comm.allreduce(cpu, op=MPI.SUM) / size)
+    return [Timing(walls, cpus) for walls, cpus in samples]
 
 
 def bench_small(comm, count, nbytes, steps, warmup):
@@ -77,17 +93,21 @@ def bench_small(comm, count, nbytes, steps, warmup):
     assert all(float(t[0]) == comm.Get_size() for t in tensors)
     for t in tensors:
         t.zero_()
-    t_chorus, t_mpi = timed_pair(comm, chorus_step, mpi_step, steps, warmup)
-    return t_chorus, t_mpi
+    return timed(comm, [chorus_step, mpi_step], steps, warmup)
+
+
+# Raw MPI configurations for the ResNet-50 bytes: one Allreduce per piece of this many MiB
+# (None: the whole buffer in one call). The fastest is chorus's baseline.
+RAW_PIECES_MIB = (1, 4, 8, 16, None)
 
 
 def bench_resnet50(comm, steps, warmup):
+    """Times chorus.torch on the ResNet-50 gradients and every raw configuration of
+    RAW_PIECES_MIB; returns (chorus Timing, [(label, Timing)], tensors, bytes)."""
     shapes = resnet50_shapes()
     tensors = [torch.ones(s) for s in shapes]
     total = sum(t.numel() for t in tensors)
     flat = np.ones(total, dtype=np.float32)
-    piece = MIB // 4
-    pieces = [flat[i:i + piece] for i in range(0, total, piece)]
     names = ["resnet50.grad.%d" % i for i in range(len(tensors))]
     order = list(reversed(range(len(tensors))))
 
@@ -96,17 +116,26 @@ def bench_resnet50(comm, steps, warmup):
         for h in handles:
             hvd.synchronize(h)
 
-    def mpi_step():
-        for p in pieces:
-            comm.Allreduce(MPI.IN_PLACE, p, op=MPI.SUM)
+    def raw_step(mib):
+        piece = total if mib is None else mib * MIB // 4
+        pieces = [flat[i:i + piece] for i in range(0, total, piece)]
+        label = ("one Allreduce, whole buffer" if mib is None else
+                 "Allreduce per %d MiB piece (%d)" % (mib, len(pieces)))
+
+        def step():
+            for p in pieces:
+                comm.Allreduce(MPI.IN_PLACE, p, op=MPI.SUM)
+        return label, step
 
     chorus_step()
     assert all(float(t.reshape(-1)[0]) == comm.Get_size() for t in tensors)
     for t in tensors:
         t.zero_()
     flat[:] = 0.0
-    t_chorus, t_mpi = timed_pair(comm, chorus_step, mpi_step, steps, warmup)
-    return t_chorus, t_mpi, len(tensors), total * 4, len(pieces)
+    raws = [raw_step(mib) for mib in RAW_PIECES_MIB]
+    timings = timed(comm, [chorus_step] + [step for _, step in raws], steps, warmup)
+    return (timings[0], [(label, t) for (label, _), t in zip(raws, timings[1:])],
+            len(tensors), total * 4)
 
 
 def main(argv=None):
@@ -132,21 +161,24 @@ def main(argv=None):
     say("python_bench: %d ranks, %d timed steps (+%d warmup), medians of the slowest rank"
         % (comm.Get_size(), args.steps, args.warmup))
     t_c, t_m = bench_small(comm, args.small_count, args.small_bytes, args.steps, args.warmup)
-    say("small: %d x %d B float32 allreduce per step" % (args.small_count, args.small_bytes))
-    say("  chorus.torch allreduce_async_+synchronize: %8.3f ms/step  (%6.1f us/tensor)"
-        % (t_c * 1e3, t_c * 1e6 / args.small_count))
-    say("  mpi4py Allreduce loop:                     %8.3f ms/step  (%6.1f us/tensor)"
-        % (t_m * 1e3, t_m * 1e6 / args.small_count))
-    say("  chorus.torch / mpi4py loop = %.2f" % (t_c / t_m))
+    n = args.small_count
+    say("small: %d x %d B float32 allreduce per step" % (n, args.small_bytes))
+    say("  chorus.torch allreduce_async_+synchronize: %8.3f ms/step  (%6.2f us/tensor; "
+        "CPU %5.2f us/tensor/rank)" % (t_c.wall * 1e3, t_c.wall * 1e6 / n, t_c.cpu * 1e6 / n))
+    say("  mpi4py Allreduce loop:                     %8.3f ms/step  (%6.2f us/tensor; "
+        "CPU %5.2f us/tensor/rank)" % (t_m.wall * 1e3, t_m.wall * 1e6 / n, t_m.cpu * 1e6 / n))
+    say("  chorus.torch / mpi4py loop = %.2f" % (t_c.wall / t_m.wall))
 
     if not args.skip_resnet50:
-        t_c, t_m, n, nbytes, npieces = bench_resnet50(comm, args.steps, args.warmup)
-        say("resnet50: %d gradient tensors, %.1f MiB float32" % (n, nbytes / MIB))
+        t_c, raws, count, nbytes = bench_resnet50(comm, args.steps, args.warmup)
+        say("resnet50: %d gradient tensors, %.1f MiB float32" % (count, nbytes / MIB))
         say("  chorus.torch allreduce_async_ (reverse order): %8.2f ms/step  (%6.2f GB/s)"
-            % (t_c * 1e3, nbytes / t_c / 1e9))
-        say("  mpi4py Allreduce per 1 MiB piece (%3d):        %8.2f ms/step  (%6.2f GB/s)"
-            % (npieces, t_m * 1e3, nbytes / t_m / 1e9))
-        say("  chorus.torch / mpi4py 1MiB pieces = %.2f" % (t_c / t_m))
+            % (t_c.wall * 1e3, nbytes / t_c.wall / 1e9))
+        for label, t in raws:
+            say("  mpi4py %-39s %8.2f ms/step  (%6.2f GB/s)"
+                % (label + ":", t.wall * 1e3, nbytes / t.wall / 1e9))
+        best_label, best = min(raws, key=lambda r: r[1].wall)
+        say("  chorus.torch / fastest raw (%s) = %.2f" % (best_label, t_c.wall / best.wall))
     hvd.shutdown()
 
 

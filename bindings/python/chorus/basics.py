@@ -17,6 +17,7 @@ Min = 2
 Max = 3
 Product = 4
 Adasum = 5
+REDUCE_OPS = (Sum, Average, Min, Max, Product, Adasum)
 
 _topology = None
 

@@ -9,7 +9,9 @@ an itertools.count), each atomic under the GIL, so no lock is taken; one handle 
 by one thread.
 """
 
+import collections
 import itertools
+import threading
 
 from chorus import _C
 
@@ -23,6 +25,34 @@ BARRIER = 5
 JOIN = 6
 ADD_PROCESS_SET = 7
 REMOVE_PROCESS_SET = 8
+
+_name_lock = threading.Lock()
+_noname_counters = collections.defaultdict(int)  # process set id -> next auto-name index
+
+
+def op_name(kind, name, process_set):
+    """Horovod's op naming: '<kind>.<name>', or '<kind>.noname.<n>' when name is None.
+
+    n counts the unnamed ops of the process set (of every front end: chorus.torch and
+    chorus.numpy share the counter), so the k-th unnamed op gets the same name on every rank as
+    long as every member submits its ops in the same order.
+    """
+    if name:
+        if type(name) is str:
+            return kind + "." + name
+        return "%s.%s" % (kind, name)
+    with _name_lock:
+        n = _noname_counters[process_set.process_set_id]
+        _noname_counters[process_set.process_set_id] = n + 1
+    return "%s.noname.%d" % (kind, n)
+
+
+def set_id(process_set):
+    """The id of a registered process set; ValueError for one not (or no longer) registered."""
+    if process_set.process_set_id is None:
+        raise ValueError("%s is not registered; use add_process_set() first" % process_set)
+    return process_set.process_set_id
+
 
 # handle -> (list of C handles, keepalive, finish): see submit; or
 # handle -> (C handle (an int), keepalive, finish or None): see submit_op.

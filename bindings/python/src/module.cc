@@ -16,6 +16,7 @@
 #include "pybind11/stl.h"
 
 #include "chorus/c_api.h"
+#include "dlpack.h"
 
 namespace py = pybind11;
 
@@ -103,10 +104,10 @@ class Result {
  public:
   explicit Result(chorus_result_t* r) : r_(r) {}
 
-  int code() const { return chorus_result_status(r_.get(), nullptr); }
+  int code() const { return chorus_result_status(Get(), nullptr); }
   std::string message() const {
     const char* m = nullptr;
-    chorus_result_status(r_.get(), &m);
+    chorus_result_status(Get(), &m);
     return m != nullptr ? m : "";
   }
   int64_t output_nbytes() const {
@@ -129,11 +130,15 @@ class Result {
   std::vector<int64_t> received_splits() const {
     const int64_t* s = nullptr;
     int32_t n = 0;
-    chorus_result_received_splits(r_.get(), &s, &n);
+    chorus_result_received_splits(Get(), &s, &n);
     return std::vector<int64_t>(s, s + n);
   }
-  int32_t last_joined_rank() const { return chorus_result_last_joined_rank(r_.get()); }
-  int32_t process_set_id() const { return chorus_result_process_set_id(r_.get()); }
+  int32_t last_joined_rank() const { return chorus_result_last_joined_rank(Get()); }
+  int32_t process_set_id() const { return chorus_result_process_set_id(Get()); }
+  // Hands the chorus_result_t (as an address; 0 once taken) to the caller, who must free it
+  // with chorus_result_free. Every other accessor raises ValueError afterwards. For
+  // result_to_dlpack.
+  uintptr_t take() { return reinterpret_cast<uintptr_t>(r_.release()); }
 
  private:
   struct Output {
@@ -142,9 +147,13 @@ class Result {
     int32_t ndim = 0;
     const int64_t* shape = nullptr;
   };
+  const chorus_result_t* Get() const {
+    if (r_ == nullptr) Raise(kInvalidArgument, "this result has been taken (result_to_dlpack)");
+    return r_.get();
+  }
   Output GetOutput() const {
     Output o;
-    chorus_result_output(r_.get(), &o.data, &o.num_bytes, &o.ndim, &o.shape);
+    chorus_result_output(Get(), &o.data, &o.num_bytes, &o.ndim, &o.shape);
     return o;
   }
 
@@ -265,6 +274,14 @@ bool ArgDouble(PyObject* o, double* out) {
 
 // Fills `shape` from a tuple (torch.Size included), list or other sequence of ints.
 bool ArgShape(PyObject* o, std::vector<int64_t>* shape) {
+  if (PyTuple_Check(o)) {  // torch.Size is a tuple subclass, which PySequence_Fast would copy
+    const Py_ssize_t n = PyTuple_GET_SIZE(o);
+    shape->resize(static_cast<size_t>(n));
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      if (!ArgInt(PyTuple_GET_ITEM(o, i), &(*shape)[static_cast<size_t>(i)])) return false;
+    }
+    return true;
+  }
   PyObject* seq = PySequence_Fast(o, "shape must be a sequence of integers");
   if (seq == nullptr) return false;
   Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
@@ -442,7 +459,8 @@ PYBIND11_MODULE(_C, m) {
       .def("copy_output", &Result::copy_output, py::arg("dest"), py::arg("nbytes"))
       .def_property_readonly("received_splits", &Result::received_splits)
       .def_property_readonly("last_joined_rank", &Result::last_joined_rank)
-      .def_property_readonly("process_set_id", &Result::process_set_id);
+      .def_property_readonly("process_set_id", &Result::process_set_id)
+      .def("take", &Result::take);
 
   m.def("init", &Init, py::arg("process_sets") = std::vector<std::vector<int32_t>>{});
   m.def("shutdown", &Shutdown);
@@ -478,4 +496,5 @@ PYBIND11_MODULE(_C, m) {
     if (!fn) throw py::error_already_set();
     m.add_object(def->ml_name, fn);
   }
+  chorus_python::RegisterDlpack(m);
 }

@@ -1,19 +1,20 @@
 """Collective ops on torch tensors, with the names, arguments and defaults of horovod.torch.
 
-Tensors cross to the runtime as (data_ptr, dtype, shape, device). Non-contiguous inputs are
-copied to contiguous ones first (in-place variants copy the result back on synchronize).
-Every tensor the runtime touches is kept alive by the handle table until synchronize.
+Tensors cross to the runtime as (data_ptr, dtype, shape, device); runtime-allocated outputs
+(allgather, alltoall, reducescatter) come back without a copy, through DLPack. Non-contiguous
+inputs are copied to contiguous ones first (in-place variants copy the result back on
+synchronize). Every tensor the runtime touches is kept alive by the handle table until
+synchronize.
 
 Errors: local argument errors raise ValueError at call time (ChorusValueError, also a
 HorovodInternalError, when the runtime rejects the arguments); failures of the collective
 itself (ranks disagree, shutdown, lost peer) raise HorovodInternalError at synchronize.
 """
 
-import collections
-import threading
 import warnings
 
 import torch
+import torch.utils.dlpack as torch_dlpack
 
 from chorus import _C
 from chorus import basics as _basics
@@ -53,32 +54,9 @@ _DTYPES = {
     torch.bool: 9,
 }
 
-_REDUCE_OPS = (Sum, Average, Min, Max, Product, Adasum)
-
-_name_lock = threading.Lock()
-_noname_counters = collections.defaultdict(int)  # process set id -> next auto-name index
-
-
-def _op_name(kind, name, process_set):
-    """Horovod's op naming: '<kind>.<name>', or '<kind>.noname.<n>' when name is None.
-
-    n counts the unnamed ops of the process set, so the k-th unnamed op gets the same name on
-    every rank as long as every member submits its ops in the same order.
-    """
-    if name:
-        if type(name) is str:
-            return kind + "." + name
-        return "%s.%s" % (kind, name)
-    with _name_lock:
-        n = _noname_counters[process_set.process_set_id]
-        _noname_counters[process_set.process_set_id] = n + 1
-    return "%s.noname.%d" % (kind, n)
-
-
-def _set_id(process_set):
-    if process_set.process_set_id is None:
-        raise ValueError("%s is not registered; use add_process_set() first" % process_set)
-    return process_set.process_set_id
+_REDUCE_OPS = _basics.REDUCE_OPS
+_op_name = _handles.op_name
+_set_id = _handles.set_id
 
 
 def _dtype_code(tensor):
@@ -120,10 +98,18 @@ def _new_op(op_type, name, process_set):
 
 
 def _output_tensor(result, dtype, device):
-    """A new tensor holding a copy of the runtime-allocated output of `result`."""
-    out = torch.empty(result.output_shape, dtype=dtype, device=device)
-    result.copy_output(out.data_ptr(), out.numel() * out.element_size())
-    return out
+    """The runtime-allocated output of `result` as a tensor, without a copy: the tensor owns
+    the runtime's buffer (through DLPack) and frees it when it goes. `result` is taken.
+
+    bool crosses DLPack as uint8 (torch 1.13 exports and imports no DLPack bool).
+    """
+    if device.type != "cpu":  # runtime outputs live in host memory
+        out = torch.empty(result.output_shape, dtype=dtype, device=device)
+        host = _output_tensor(result, dtype, torch.device("cpu"))
+        return out.copy_(host)
+    if dtype is torch.bool:
+        return torch_dlpack.from_dlpack(_C.result_to_dlpack(result, 0)).view(torch.bool)
+    return torch_dlpack.from_dlpack(_C.result_to_dlpack(result, _DTYPES[dtype]))
 
 
 def _writeback(target, work):
@@ -507,9 +493,8 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
     dtype, device = tensor.dtype, tensor.device
 
     def finish(results):
-        out = _output_tensor(results[0], dtype, device)
         received = torch.tensor(results[0].received_splits, dtype=torch.int32)
-        return out, received
+        return _output_tensor(results[0], dtype, device), received
 
     return _handles.submit([spec], (tensor, work, splits), finish)
 
