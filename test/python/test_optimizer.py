@@ -196,3 +196,94 @@ def test_broadcast_parameters_list_of_tensors():
     hvd.broadcast_parameters([("a", ts[0]), ("b", ts[1])], root_rank=0)
     assert ts[0].tolist() == [0.0, 0.0]
     assert ts[1].flatten().tolist() == [1.0, 1.0, 1.0]
+
+
+def test_requires_grad_switched_per_step():
+    """Two models, each with its own DistributedOptimizer, trained in alternating steps by
+    switching requires_grad (a GAN's generator and discriminator): every trained parameter has
+    a gradient from the start (zeros where this step computed none), and after each step the
+    parameters are the same on every rank even though each rank has its own input."""
+    torch.manual_seed(7)
+    gen = torch.nn.Linear(3, 4).double()
+    disc = torch.nn.Linear(4, 1).double()
+    hvd.broadcast_parameters(gen.state_dict(), root_rank=0)
+    hvd.broadcast_parameters(disc.state_dict(), root_rank=0)
+    gen_opt = hvd.DistributedOptimizer(torch.optim.SGD(gen.parameters(), lr=0.1),
+                                       named_parameters=gen.named_parameters())
+    disc_opt = hvd.DistributedOptimizer(torch.optim.SGD(disc.parameters(), lr=0.1),
+                                        named_parameters=disc.named_parameters())
+    assert all(p.grad is not None and not p.grad.any()
+               for p in list(gen.parameters()) + list(disc.parameters()))
+    inp = torch.full((2, 3), float(hvd.rank() + 1), dtype=torch.float64)
+    for step in range(6):
+        train_gen = step % 2 == 0
+        for p in gen.parameters():
+            p.requires_grad_(train_gen)
+        for p in disc.parameters():
+            p.requires_grad_(not train_gen)
+        gen_opt.zero_grad()
+        disc_opt.zero_grad()
+        disc(gen(inp)).sum().backward()
+        for p in gen.parameters():
+            assert bool(p.grad.abs().max() > 0) == train_gen
+        for p in disc.parameters():
+            assert bool(p.grad.abs().max() > 0) == (not train_gen)
+        (gen_opt if train_gen else disc_opt).step()
+        for p in list(gen.parameters()) + list(disc.parameters()):
+            gathered = hvd.allgather(p.detach().reshape(1, -1), name="rg.%d" % step)
+            assert torch.equal(gathered, gathered[:1].expand_as(gathered))
+
+
+def test_step_after_explicit_synchronize():
+    """step() after synchronize() warns (with Horovod's message) unless inside
+    skip_synchronize(), which applies the already reduced gradients once."""
+    import warnings
+    model = torch.nn.Linear(2, 1).double()
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=1.0),
+                                   named_parameters=model.named_parameters())
+    x = torch.full((1, 2), float(hvd.rank() + 1), dtype=torch.float64)
+    for skip in (False, True):
+        opt.zero_grad()
+        model(x).sum().backward()
+        opt.synchronize()
+        mean_grad = sum(r + 1 for r in range(hvd.size())) / hvd.size()
+        assert torch.allclose(model.weight.grad, torch.full((1, 2), mean_grad).double())
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            if skip:
+                with opt.skip_synchronize():
+                    opt.step()
+            else:
+                opt.step()
+        messages = [str(w.message) for w in caught]
+        if skip:
+            assert messages == []
+        else:
+            assert len(messages) == 1
+            assert "optimizer.step() called without optimizer.skip_synchronize()" in messages[0]
+
+
+@pytest.mark.parametrize("sparse_as_dense", [False, True])
+def test_sparse_embedding_gradients(sparse_as_dense):
+    """nn.Embedding(sparse=True) gradients: allgathered as indices + values (or densified with
+    sparse_as_dense) and averaged; every rank ends with the same embedding, equal to one SGD
+    step on the mean of the ranks' gradients."""
+    size, rank = hvd.size(), hvd.rank()
+    torch.manual_seed(3)
+    emb = torch.nn.Embedding(6, 2, sparse=True).double()
+    hvd.broadcast_parameters(emb.state_dict(), root_rank=0)
+    start = emb.weight.detach().clone()
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(emb.parameters(), lr=0.5),
+                                   named_parameters=emb.named_parameters(),
+                                   sparse_as_dense=sparse_as_dense)
+    rows = [[r % 6, (2 * r + 1) % 6] for r in range(size)]  # rank r looks up these rows
+    opt.zero_grad(set_to_none=True)  # so backward leaves a sparse gradient
+    emb(torch.tensor(rows[rank])).sum().backward()
+    assert emb.weight.grad.is_sparse != sparse_as_dense  # densified by the hook, or not
+    opt.step()
+    mean_grad = torch.zeros(6, 2, dtype=torch.float64)
+    for r in range(size):
+        for i in rows[r]:
+            mean_grad[i] += 1.0 / size
+    assert torch.allclose(emb.weight.detach(), start - 0.5 * mean_grad)

@@ -104,6 +104,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         for param_group in self.param_groups:
             for p in param_group["params"]:
                 if p.requires_grad:
+                    # As Horovod: every trained parameter has a gradient from the start, so
+                    # code that reads p.grad before the first backward (or for a parameter
+                    # whose requires_grad was switched off for a step) finds zeros, not None.
+                    if p.grad is None:
+                        p.grad = p.data.new(p.size()).zero_()
                     self._requires_update.add(p)
                     p_tmp = p.expand_as(p)
                     grad_acc = p_tmp.grad_fn.next_functions[0][0]
@@ -118,8 +123,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         tensor = p.grad
         if tensor.is_sparse:
             if not self.sparse_as_dense:
-                raise ValueError("sparse gradients are not supported; use "
-                                 "sparse_as_dense=True")
+                # As Horovod: indices and values are allgathered (sparse_allreduce_async).
+                return mpi_ops.sparse_allreduce_async(tensor, name=name, op=self.op,
+                                                      process_set=self.process_set), None
             tensor = tensor.to_dense()
             p.grad = tensor
         tensor_compressed, ctx = self._compression.compress(tensor)
@@ -209,6 +215,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 params, outputs, ctxs = (key,), (output,), (ctx,)
             for p, out, c in zip(params, outputs, ctxs):
                 self._allreduce_delay[p] = self.backward_passes_per_step
+                if out.is_sparse:  # a sparse tensor cannot be set_: replace its contents
+                    p.grad.zero_().add_(out)
+                    continue
                 decompressed = self._compression.decompress(out, c)
                 if decompressed is not p.grad:
                     p.grad.set_(decompressed)
@@ -227,9 +236,13 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def step(self, closure=None):
         if self._should_synchronize:
             if self._synchronized:
-                warnings.warn("optimizer.step() called without a preceding "
-                              "optimizer.synchronize(); is optimizer.synchronize() called "
-                              "twice, or inside skip_synchronize()?")
+                # Horovod's words: users' tests match on them.
+                warnings.warn("optimizer.step() called without "
+                              "optimizer.skip_synchronize() context after "
+                              "optimizer.synchronize(). This can cause training "
+                              "slowdown. You may want to consider using "
+                              "optimizer.skip_synchronize() context if you use "
+                              "optimizer.synchronize() in your code.")
             self.synchronize()
         self._synchronized = False
         return super(self.__class__, self).step(closure)
