@@ -25,6 +25,11 @@ def full_batch():
 def train_reference(make_opt):
     model = make_model(0)
     opt = make_opt(model.parameters())
+    # What broadcast_optimizer_state does to a fresh optimizer (as Horovod's): one step on
+    # zero gradients, which creates the state (and counts a step for Adam).
+    for p in model.parameters():
+        p.grad = torch.zeros_like(p)
+    opt.step()
     x, y = full_batch()
     for s in range(STEPS):
         opt.zero_grad()
@@ -200,9 +205,9 @@ def test_broadcast_parameters_list_of_tensors():
 
 def test_requires_grad_switched_per_step():
     """Two models, each with its own DistributedOptimizer, trained in alternating steps by
-    switching requires_grad (a GAN's generator and discriminator): every trained parameter has
-    a gradient from the start (zeros where this step computed none), and after each step the
-    parameters are the same on every rank even though each rank has its own input."""
+    switching requires_grad (a GAN's generator and discriminator): a parameter gets a non-zero
+    gradient exactly when it is trained, and after each step the parameters are the same on
+    every rank even though each rank has its own input."""
     torch.manual_seed(7)
     gen = torch.nn.Linear(3, 4).double()
     disc = torch.nn.Linear(4, 1).double()
@@ -212,9 +217,11 @@ def test_requires_grad_switched_per_step():
                                        named_parameters=gen.named_parameters())
     disc_opt = hvd.DistributedOptimizer(torch.optim.SGD(disc.parameters(), lr=0.1),
                                         named_parameters=disc.named_parameters())
-    assert all(p.grad is not None and not p.grad.any()
-               for p in list(gen.parameters()) + list(disc.parameters()))
     inp = torch.full((2, 3), float(hvd.rank() + 1), dtype=torch.float64)
+
+    def trained(p):
+        return p.grad is not None and bool(p.grad.abs().max() > 0)
+
     for step in range(6):
         train_gen = step % 2 == 0
         for p in gen.parameters():
@@ -224,14 +231,48 @@ def test_requires_grad_switched_per_step():
         gen_opt.zero_grad()
         disc_opt.zero_grad()
         disc(gen(inp)).sum().backward()
-        for p in gen.parameters():
-            assert bool(p.grad.abs().max() > 0) == train_gen
-        for p in disc.parameters():
-            assert bool(p.grad.abs().max() > 0) == (not train_gen)
+        assert all(trained(p) == train_gen for p in gen.parameters())
+        assert all(trained(p) != train_gen for p in disc.parameters())
         (gen_opt if train_gen else disc_opt).step()
         for p in list(gen.parameters()) + list(disc.parameters()):
             gathered = hvd.allgather(p.detach().reshape(1, -1), name="rg.%d" % step)
             assert torch.equal(gathered, gathered[:1].expand_as(gathered))
+
+
+@pytest.mark.parametrize("make_opt", [
+    lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9),
+    lambda ps: torch.optim.Adam(ps, lr=0.01),
+], ids=["sgd_momentum", "adam"])
+@pytest.mark.parametrize("distributed", [False, True])
+def test_broadcast_optimizer_state_of_a_fresh_optimizer(make_opt, distributed):
+    """A never-stepped optimizer gets its state from one step on zero gradients (as Horovod),
+    then root's state: every rank ends with the same state tensors; a parameter that does not
+    require grad keeps grad None; parameters that do get zero gradients."""
+    torch.manual_seed(11 + hvd.rank())  # different on every rank until broadcast
+    frozen = torch.nn.Parameter(torch.randn(2, dtype=torch.float64), requires_grad=False)
+    trained = torch.nn.Parameter(torch.randn(3, dtype=torch.float64))
+    hvd.broadcast_parameters([frozen, trained], root_rank=0)
+    opt = make_opt([frozen, trained])
+    if distributed:
+        opt = hvd.DistributedOptimizer(opt, named_parameters=[("frozen", frozen),
+                                                              ("trained", trained)])
+    hvd.broadcast_optimizer_state(opt, root_rank=0)
+    assert frozen.grad is None
+    assert trained.grad is not None and not trained.grad.any()
+    state = opt.state_dict()["state"]
+    assert len(state) == 1  # the trained parameter's
+    for value in state[next(iter(state))].values():
+        if torch.is_tensor(value):
+            gathered = hvd.allgather(value.reshape(1, -1).double(), name="fresh_state")
+            assert torch.equal(gathered, gathered[:1].expand_as(gathered))
+    gathered = hvd.allgather(trained.detach().reshape(1, -1), name="fresh_param")
+    assert torch.equal(gathered, gathered[:1].expand_as(gathered))
+
+
+def test_broadcast_optimizer_state_refuses_lbfgs():
+    p = torch.nn.Parameter(torch.zeros(2))
+    with pytest.raises(ValueError, match="LBFGS"):
+        hvd.broadcast_optimizer_state(torch.optim.LBFGS([p]), root_rank=0)
 
 
 def test_step_after_explicit_synchronize():
@@ -278,10 +319,10 @@ def test_sparse_embedding_gradients(sparse_as_dense):
                                    named_parameters=emb.named_parameters(),
                                    sparse_as_dense=sparse_as_dense)
     rows = [[r % 6, (2 * r + 1) % 6] for r in range(size)]  # rank r looks up these rows
-    opt.zero_grad(set_to_none=True)  # so backward leaves a sparse gradient
+    opt.zero_grad()
     emb(torch.tensor(rows[rank])).sum().backward()
-    assert emb.weight.grad.is_sparse != sparse_as_dense  # densified by the hook, or not
     opt.step()
+    assert emb.weight.grad.is_sparse  # also with sparse_as_dense, as in Horovod
     mean_grad = torch.zeros(6, 2, dtype=torch.float64)
     for r in range(size):
         for i in rows[r]:

@@ -7,6 +7,7 @@ import torch
 
 from chorus.process_sets import global_process_set
 from chorus.torch import mpi_ops
+from chorus.torch.optimizer import is_distributed_optimizer
 
 
 def broadcast_parameters(params, root_rank, process_set=global_process_set):
@@ -35,9 +36,33 @@ def broadcast_parameters(params, root_rank, process_set=global_process_set):
 
 
 def broadcast_optimizer_state(optimizer, root_rank, process_set=global_process_set):
-    """Makes every rank's optimizer state (state and param_groups) equal to root_rank's."""
-    state = broadcast_object(optimizer.state_dict(), root_rank,
-                             name="optimizer_state", process_set=process_set)
+    """Makes every rank's optimizer state (state and param_groups) equal to root_rank's.
+
+    As Horovod: an optimizer without state yet (never stepped) first gets it from one step of
+    the wrapped torch optimizer on zero gradients (set on every parameter that requires grad;
+    sparse for SparseAdam), so every rank holds the same state structure; that step may move
+    the parameters (weight decay), identically on every rank. torch.optim.LBFGS is refused
+    (ValueError), as in Horovod.
+    """
+    if isinstance(optimizer, torch.optim.LBFGS):
+        raise ValueError("cannot broadcast torch.optim.LBFGS state")
+    state_dict = optimizer.state_dict()
+    if len(state_dict["state"]) == 0:
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                if p.requires_grad and id(p) not in state_dict["state"]:
+                    p.grad = p.data.new(p.size()).zero_()
+                    if isinstance(optimizer, torch.optim.SparseAdam):
+                        p.grad = p.grad.to_sparse()
+        # A DistributedOptimizer's own step() would allreduce (and so need every rank): step
+        # the wrapped torch optimizer instead.
+        if is_distributed_optimizer(optimizer):
+            super(optimizer.__class__, optimizer).step()
+        else:
+            optimizer.step()
+        state_dict = optimizer.state_dict()
+    state = broadcast_object(state_dict, root_rank, name="optimizer_state",
+                             process_set=process_set)
     if process_set.rank() != root_rank:
         optimizer.load_state_dict(state)
 

@@ -104,11 +104,6 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         for param_group in self.param_groups:
             for p in param_group["params"]:
                 if p.requires_grad:
-                    # As Horovod: every trained parameter has a gradient from the start, so
-                    # code that reads p.grad before the first backward (or for a parameter
-                    # whose requires_grad was switched off for a step) finds zeros, not None.
-                    if p.grad is None:
-                        p.grad = p.data.new(p.size()).zero_()
                     self._requires_update.add(p)
                     p_tmp = p.expand_as(p)
                     grad_acc = p_tmp.grad_fn.next_functions[0][0]
@@ -126,8 +121,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 # As Horovod: indices and values are allgathered (sparse_allreduce_async).
                 return mpi_ops.sparse_allreduce_async(tensor, name=name, op=self.op,
                                                       process_set=self.process_set), None
-            tensor = tensor.to_dense()
-            p.grad = tensor
+            tensor = tensor.to_dense()  # reduced dense; p.grad stays sparse (synchronize)
         tensor_compressed, ctx = self._compression.compress(tensor)
         prescale_factor, postscale_factor = self._scale_factors()
         handle = mpi_ops.allreduce_async_(tensor_compressed, name=name, op=self.op,
@@ -215,10 +209,14 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 params, outputs, ctxs = (key,), (output,), (ctx,)
             for p, out, c in zip(params, outputs, ctxs):
                 self._allreduce_delay[p] = self.backward_passes_per_step
-                if out.is_sparse:  # a sparse tensor cannot be set_: replace its contents
-                    p.grad.zero_().add_(out)
-                    continue
                 decompressed = self._compression.decompress(out, c)
+                if p.grad.is_sparse:
+                    # A sparse gradient stays sparse (also with sparse_as_dense); a sparse
+                    # tensor cannot be set_, so its contents are replaced.
+                    if not decompressed.is_sparse:
+                        decompressed = decompressed.to_sparse()
+                    p.grad.zero_().add_(decompressed)
+                    continue
                 if decompressed is not p.grad:
                     p.grad.set_(decompressed)
         self._handles.clear()
@@ -253,6 +251,12 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                                  "before optimizer.step() or optimizer.synchronize(). This is "
                                  "prohibited as it can cause a race condition.")
         return super(self.__class__, self).zero_grad(*args, **kwargs)
+
+
+def is_distributed_optimizer(optimizer):
+    """True for an optimizer made by DistributedOptimizer (its class copies
+    _DistributedOptimizer's methods rather than deriving from it)."""
+    return type(optimizer).__dict__.get("synchronize") is _DistributedOptimizer.synchronize
 
 
 def _find_duplicates(names):
