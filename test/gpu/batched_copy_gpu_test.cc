@@ -202,6 +202,15 @@ std::vector<Pair> SupportedPairs() {
   return pairs;
 }
 
+void FillBytes(std::mt19937_64& rng, std::vector<uint8_t>& v) {
+  size_t i = 0;
+  for (; i + 8 <= v.size(); i += 8) {
+    const uint64_t bits = rng();
+    std::memcpy(v.data() + i, &bits, 8);
+  }
+  for (; i < v.size(); ++i) v[i] = static_cast<uint8_t>(rng());
+}
+
 void FillRandom(std::mt19937_64& rng, uint8_t* p, int64_t n, DataType dtype) {
   const size_t size = DataTypeSize(dtype);
   std::uniform_real_distribution<float> moderate(-70000.0f, 70000.0f);
@@ -247,7 +256,7 @@ ArenaBatch RandomArenaBatch(uint64_t seed, int max_entries, int64_t max_count) {
     dst_bytes += count * static_cast<int64_t>(DataTypeSize(p.dst)) + 64;
   }
   b.arena.resize(static_cast<size_t>(src_bytes + dst_bytes + 64));
-  for (uint8_t& byte : b.arena) byte = static_cast<uint8_t>(rng());
+  FillBytes(rng, b.arena);
   uint8_t* base = b.arena.data();
   int64_t src_off = 0, dst_off = src_bytes;
   for (const Placed& pl : placed) {
@@ -325,45 +334,62 @@ TEST_CASE("Every kind, every alignment offset, through all three launch paths",
           "[gpu][batched_copy]") {
   Stream stream;
   std::unique_ptr<BatchedCopyScratch> scratch = MakeScratch();
-  const std::vector<Pair> pairs = SupportedPairs();
   const double scale = GENERATE(1.0, 0.75);
-  // 1 chunk (inline 16), 40 chunks (inline 160), 400 chunks (device table) at 256-byte chunks.
-  const int64_t chunks_wanted = GENERATE(int64_t{1}, int64_t{40}, int64_t{400});
-  for (const Pair& p : pairs) {
+  // (chunks per entry, entries per launch) at 256-byte chunks: one chunk per launch (inline
+  // table of 16), <= 150 chunks per launch (inline table of 160), > 160 (device table).
+  struct Mode {
+    int64_t chunks_per_entry;
+    size_t entries_per_launch;
+  };
+  const Mode mode = GENERATE(Mode{1, 1}, Mode{3, 50}, Mode{41, 1000});
+  for (const Pair& p : SupportedPairs()) {
     if (scale != 1.0 && p.src == DataType::kBool) continue;
     const auto ss = static_cast<int64_t>(DataTypeSize(p.src));
     const auto ds = static_cast<int64_t>(DataTypeSize(p.dst));
     const bool bytes = p.src == p.dst && scale == 1.0;
     const int64_t unit = bytes ? 1 : std::max(ss, ds);
-    // One entry per (source offset, destination offset) pair within 16 bytes.
-    ArenaBatch b;
-    b.scale = scale;
-    const int64_t per_entry = std::max<int64_t>(1, chunks_wanted * 256 / unit / 64 + 3);
-    const int64_t step = bytes ? 1 : 0;
+    // One element short of full chunks, so the last chunk has a tail.
+    const int64_t per_entry = mode.chunks_per_entry * 256 / (bytes ? ss : unit) - 1;
+    // One entry per (source, destination) offset pair within 16 bytes (a subset for bytes).
     std::vector<std::pair<int64_t, int64_t>> offsets;
     for (int64_t so = 0; so < 16; so += bytes ? 1 : ss) {
       for (int64_t dof = 0; dof < 16; dof += bytes ? 1 : ds) {
-        if (bytes && (so + dof) % 3 != 0 && so != dof) continue;  // keep the batch small
+        if (bytes && so != dof && (so * 16 + dof) % 7 != 0) continue;
         offsets.push_back({so, dof});
       }
     }
-    (void)step;
-    const int64_t src_span = (per_entry * ss + 32) / 16 * 16 + 16;
-    const int64_t dst_span = (per_entry * ds + 32) / 16 * 16 + 16;
     const auto n = static_cast<int64_t>(offsets.size());
-    b.arena.resize(static_cast<size_t>(n * (src_span + dst_span)));
-    std::mt19937_64 rng(static_cast<uint64_t>(chunks_wanted) * 131 + static_cast<uint64_t>(ss));
-    for (uint8_t& byte : b.arena) byte = static_cast<uint8_t>(rng());
-    uint8_t* base = b.arena.data();
+    const int64_t src_span = (per_entry * ss + 15) / 16 * 16 + 16;
+    const int64_t dst_span = (per_entry * ds + 15) / 16 * 16 + 16;
+    ArenaBatch all;
+    all.scale = scale;
+    all.arena.resize(static_cast<size_t>(n * (src_span + dst_span)));
+    std::mt19937_64 rng(static_cast<uint64_t>(mode.chunks_per_entry) * 131 +
+                        static_cast<uint64_t>(ss * 10 + ds));
+    FillBytes(rng, all.arena);
+    uint8_t* base = all.arena.data();
     for (int64_t i = 0; i < n; ++i) {
-      uint8_t* s = base + i * src_span + offsets[static_cast<size_t>(i)].first;
-      uint8_t* d = base + n * src_span + i * dst_span + offsets[static_cast<size_t>(i)].second;
-      FillRandom(rng, s, per_entry, p.src);
-      b.entries.push_back(CopyEntry{s, d, per_entry, p.src, p.dst});
+      uint8_t* src = base + i * src_span + offsets[static_cast<size_t>(i)].first;
+      uint8_t* dst = base + n * src_span + i * dst_span + offsets[static_cast<size_t>(i)].second;
+      FillRandom(rng, src, per_entry, p.src);
+      all.entries.push_back(CopyEntry{src, dst, per_entry, p.src, p.dst});
     }
     INFO(DataTypeName(p.src) << " -> " << DataTypeName(p.dst) << ", scale " << scale << ", "
-                             << n << " entries of " << per_entry);
-    CheckOnDevice(b, {256, true}, scratch.get(), stream);
+                             << n << " entries of " << per_entry << " elements");
+    for (size_t first = 0; first < all.entries.size(); first += mode.entries_per_launch) {
+      ArenaBatch group;
+      group.scale = scale;
+      group.arena = all.arena;
+      const size_t last = std::min(all.entries.size(), first + mode.entries_per_launch);
+      // Rebase from `all`'s arena to the group's copy.
+      const std::vector<CopyEntry> part(all.entries.begin() + static_cast<ptrdiff_t>(first),
+                                        all.entries.begin() + static_cast<ptrdiff_t>(last));
+      group.entries = Rebase(part, all.arena.data(), group.arena.data());
+      const size_t chunks = CheckOnDevice(group, {256, true}, scratch.get(), stream);
+      if (mode.entries_per_launch == 1) CHECK(chunks <= 16);
+      if (mode.entries_per_launch == 50) CHECK(chunks <= kMaxInlineChunks);
+      if (mode.entries_per_launch == 1000 && n >= 4) CHECK(chunks > kMaxInlineChunks);
+    }
   }
 }
 
@@ -390,7 +416,7 @@ void CheckRoundTrip(const std::vector<int64_t>& counts, const RoundTrip& rt, int
   const auto arena_bytes = static_cast<size_t>(out_at + tensor_bytes);
   std::vector<uint8_t> host(arena_bytes);
   std::mt19937_64 rng(seed);
-  for (uint8_t& byte : host) byte = static_cast<uint8_t>(rng());
+  FillBytes(rng, host);
   for (size_t i = 0; i < counts.size(); ++i) {
     FillRandom(rng, host.data() + tensors.offsets[i], counts[i], rt.tensor_dtype);
   }

@@ -24,10 +24,40 @@ _topology = None
 _NOT_INITIALIZED = "chorus has not been initialized; use hvd.init()."
 
 
-def init(comm=None, process_sets=None):
-    """Starts chorus on every rank of MPI_COMM_WORLD (collective).
+def _mpi_comm_address(comm):
+    """(address of the MPI_Comm to run on, the mpi4py communicator keeping it alive) for
+    init's comm argument, as Horovod reads it: an mpi4py communicator, or a list of
+    MPI_COMM_WORLD ranks (a communicator of those ranks is created). Both need mpi4py.
 
-    comm: only None is supported; anything else is ignored with a warning.
+    A rank outside the list gets ValueError. (Horovod warns and falls back to MPI_COMM_WORLD
+    there, whose collectives then wait forever for the ranks that are in the list.)"""
+    try:
+        from mpi4py import MPI
+    except ImportError as e:
+        raise ValueError("init(comm=...) needs mpi4py (Debian: python3-mpi4py): %s" % e)
+    if isinstance(comm, MPI.Comm):
+        return MPI._addressof(comm), comm
+    if isinstance(comm, (list, tuple)) and all(isinstance(r, int) for r in comm):
+        world = MPI.COMM_WORLD
+        ranks = list(comm)
+        if not ranks or any(r < 0 or r >= world.Get_size() for r in ranks):
+            raise ValueError("init(comm=%s): ranks must be a non-empty list of MPI_COMM_WORLD "
+                             "ranks in [0, %d)" % (ranks, world.Get_size()))
+        if world.Get_rank() not in ranks:
+            raise ValueError("init(comm=%s): this process (MPI_COMM_WORLD rank %d) is not in "
+                             "the list; only the listed ranks may call init with it"
+                             % (ranks, world.Get_rank()))
+        sub = world.Create_group(world.Get_group().Incl(ranks))
+        return MPI._addressof(sub), sub
+    raise ValueError("init(comm=...) takes an mpi4py communicator or a list of ranks, not %s"
+                     % type(comm).__name__)
+
+
+def init(comm=None, process_sets=None):
+    """Starts chorus (collective over the communicator).
+
+    comm: None for MPI_COMM_WORLD, an mpi4py communicator, or a list of MPI_COMM_WORLD ranks
+    (see _mpi_comm_address). Ranks, sizes and process sets are then relative to it.
     process_sets: a list of ProcessSet objects or rank lists, registered with ids 1, 2, ...
     (the string "dynamic" is accepted and ignored: sets can always be added later).
     """
@@ -36,14 +66,13 @@ def init(comm=None, process_sets=None):
         if process_sets:
             warnings.warn("chorus.init: already initialized; process_sets ignored")
         return
-    if comm is not None:
-        warnings.warn("chorus.init: the comm argument is not supported and is ignored; "
-                      "chorus runs on MPI_COMM_WORLD")
+    comm_address, comm_object = (0, None) if comm is None else _mpi_comm_address(comm)
     sets = []
     if process_sets is not None and not isinstance(process_sets, str):
         sets = [ps if isinstance(ps, _ps.ProcessSet) else _ps.ProcessSet(ps)
                 for ps in process_sets]
-    _C.init([list(ps.ranks) for ps in sets])
+    _C.init([list(ps.ranks) for ps in sets], comm_address)
+    del comm_object  # chorus runs on its own duplicates of the communicator
     _topology = _C.topology()
     _ps._setup(sets)
 

@@ -160,7 +160,8 @@ class Result {
   std::unique_ptr<chorus_result_t, ResultDeleter> r_;
 };
 
-void Init(const std::vector<std::vector<int32_t>>& process_sets) {
+// comm: the address of an MPI_Comm (mpi4py's MPI._addressof(comm)), or 0 for MPI_COMM_WORLD.
+void Init(const std::vector<std::vector<int32_t>>& process_sets, uintptr_t comm) {
   std::vector<const int32_t*> ptrs;
   std::vector<int32_t> sizes;
   for (const auto& s : process_sets) {
@@ -171,7 +172,8 @@ void Init(const std::vector<std::vector<int32_t>>& process_sets) {
   std::string error;
   {
     py::gil_scoped_release release;
-    code = chorus_init(nullptr, static_cast<int32_t>(ptrs.size()), ptrs.data(), sizes.data());
+    code = chorus_init(reinterpret_cast<const void*>(comm), static_cast<int32_t>(ptrs.size()),
+                       ptrs.data(), sizes.data());
     if (code != 0) error = chorus_last_error();
   }
   if (code != 0) Raise(code, error);
@@ -462,7 +464,8 @@ PYBIND11_MODULE(_C, m) {
       .def_property_readonly("process_set_id", &Result::process_set_id)
       .def("take", &Result::take);
 
-  m.def("init", &Init, py::arg("process_sets") = std::vector<std::vector<int32_t>>{});
+  m.def("init", &Init, py::arg("process_sets") = std::vector<std::vector<int32_t>>{},
+        py::arg("comm") = 0);
   m.def("shutdown", &Shutdown);
   m.def("is_initialized", [] { return chorus_is_initialized() == 1; });
   m.def("topology", &Topology);
