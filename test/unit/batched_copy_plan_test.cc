@@ -5,6 +5,8 @@
 // The reference executor is checked against a per-element oracle written from the semantics in
 // batched_copy_plan.h, on random layouts in a host arena, including that it writes nothing
 // outside the planned destination ranges.
+#include "ops/cuda/batched_copy_plan.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -19,7 +21,6 @@
 
 #include "chorus/types.h"
 #include "ops/cpu/reduce_kernels.h"
-#include "ops/cuda/batched_copy_plan.h"
 #include "ops/cuda/batched_copy_reference.h"
 
 namespace chorus::ops::gpu {
@@ -28,10 +29,10 @@ namespace {
 const void* FakeSrc(uintptr_t addr) { return reinterpret_cast<const void*>(addr); }
 void* FakeDst(uintptr_t addr) { return reinterpret_cast<void*>(addr); }
 
-constexpr DataType kAllTypes[] = {
-    DataType::kUint8,   DataType::kInt8,     DataType::kInt16,   DataType::kInt32,
-    DataType::kInt64,   DataType::kFloat16,  DataType::kBfloat16, DataType::kFloat32,
-    DataType::kFloat64, DataType::kBool};
+constexpr DataType kAllTypes[] = {DataType::kUint8,    DataType::kInt8,    DataType::kInt16,
+                                  DataType::kInt32,    DataType::kInt64,   DataType::kFloat16,
+                                  DataType::kBfloat16, DataType::kFloat32, DataType::kFloat64,
+                                  DataType::kBool};
 
 CopyEntry Entry(uintptr_t src, uintptr_t dst, int64_t n, DataType s = DataType::kFloat32,
                 DataType d = DataType::kFloat32) {
@@ -47,10 +48,9 @@ TEST_CASE("CopyKindFor maps every dtype pair", "[batched_copy]") {
     for (DataType d : kAllTypes) {
       INFO(DataTypeName(s) << " -> " << DataTypeName(d) << " scale " << scale);
       absl::StatusOr<CopyKind> kind = CopyKindFor(s, d, scale);
-      const bool cast_pair = (s == DataType::kFloat32 && (d == DataType::kFloat16 ||
-                                                           d == DataType::kBfloat16)) ||
-                             (d == DataType::kFloat32 && (s == DataType::kFloat16 ||
-                                                          s == DataType::kBfloat16));
+      const bool cast_pair =
+          (s == DataType::kFloat32 && (d == DataType::kFloat16 || d == DataType::kBfloat16)) ||
+          (d == DataType::kFloat32 && (s == DataType::kFloat16 || s == DataType::kBfloat16));
       if (s == d && scale == 1.0) {
         REQUIRE(kind.ok());
         CHECK(*kind == CopyKind::kBytes);
@@ -71,9 +71,9 @@ TEST_CASE("CopyKindFor maps every dtype pair", "[batched_copy]") {
               std::string(DataTypeName(s)) + "_to_" + DataTypeName(d));
       } else {
         REQUIRE(absl::IsInvalidArgument(kind.status()));
-        CHECK_THAT(std::string(kind.status().message()),
-                   Catch::Contains(std::string("from ") + DataTypeName(s) + " to " +
-                                   DataTypeName(d)));
+        CHECK_THAT(
+            std::string(kind.status().message()),
+            Catch::Contains(std::string("from ") + DataTypeName(s) + " to " + DataTypeName(d)));
       }
     }
   }
@@ -132,8 +132,8 @@ TEST_CASE("A huge entry is cut into chunk_bytes pieces on both sides", "[batched
   const int64_t chunk_bytes = GENERATE(int64_t{256}, int64_t{4096}, int64_t{65536},
                                        int64_t{1} << 20, (int64_t{1} << 31) - 16);
   // Past 2^32 bytes and 2^31 elements for the large chunk sizes; at most ~600k chunks.
-  const int64_t elements = chunk_bytes >= (int64_t{1} << 20) ? int64_t{3'000'000'007}
-                                                              : int64_t{37'000'003};
+  const int64_t elements =
+      chunk_bytes >= (int64_t{1} << 20) ? int64_t{3'000'000'007} : int64_t{37'000'003};
   struct Case {
     DataType src, dst;
     double scale;
@@ -161,10 +161,10 @@ TEST_CASE("A huge entry is cut into chunk_bytes pieces on both sides", "[batched
     const CopyChunk& k = plan->chunks[i];
     const bool last = i + 1 == plan->chunks.size();
     bad_count += (!last && k.count != per_chunk) || k.count == 0;
-    bad_src += reinterpret_cast<uintptr_t>(k.src) !=
-               src + static_cast<uintptr_t>(covered * c.src_step);
-    bad_dst += reinterpret_cast<uintptr_t>(k.dst) !=
-               dst + static_cast<uintptr_t>(covered * c.dst_step);
+    bad_src +=
+        reinterpret_cast<uintptr_t>(k.src) != src + static_cast<uintptr_t>(covered * c.src_step);
+    bad_dst +=
+        reinterpret_cast<uintptr_t>(k.dst) != dst + static_cast<uintptr_t>(covered * c.dst_step);
     const int64_t element = bytes ? covered / static_cast<int64_t>(DataTypeSize(c.src)) : covered;
     bad_origin += plan->origins[i].entry != 0 || plan->origins[i].element_offset != element;
     covered += k.count;
@@ -293,11 +293,9 @@ TEST_CASE("Malformed entries are rejected naming the entry", "[batched_copy]") {
                "unsupported cast from int32 to float32");
   CheckInvalid(PlanStatus({Entry(0x100, 0x200, 3, DataType::kFloat16, DataType::kBfloat16)}),
                "unsupported cast from float16 to bfloat16");
-  CheckInvalid(PlanStatus({Entry(0x100, 0x200, 3, DataType::kBool, DataType::kBool)}, 2.0),
-               "bool");
-  CheckInvalid(
-      PlanStatus({Entry(0x100, 0x200, 3, static_cast<DataType>(77), DataType::kFloat32)}),
-      "undefined data type");
+  CheckInvalid(PlanStatus({Entry(0x100, 0x200, 3, DataType::kBool, DataType::kBool)}, 2.0), "bool");
+  CheckInvalid(PlanStatus({Entry(0x100, 0x200, 3, static_cast<DataType>(77), DataType::kFloat32)}),
+               "undefined data type");
 }
 
 TEST_CASE("Typed kinds need element-aligned pointers; byte copies do not", "[batched_copy]") {
@@ -314,8 +312,8 @@ TEST_CASE("Typed kinds need element-aligned pointers; byte copies do not", "[bat
 }
 
 TEST_CASE("Bad options are rejected", "[batched_copy]") {
-  const int64_t bad = GENERATE(int64_t{0}, int64_t{-16}, int64_t{128}, int64_t{240},
-                               int64_t{257}, int64_t{4100}, int64_t{1} << 31);
+  const int64_t bad = GENERATE(int64_t{0}, int64_t{-16}, int64_t{128}, int64_t{240}, int64_t{257},
+                               int64_t{4100}, int64_t{1} << 31);
   CheckInvalid(PlanStatus({Entry(0x100, 0x200, 4)}, 1.0, {bad, true}), "chunk_bytes");
 }
 
@@ -351,8 +349,8 @@ TEST_CASE("Replanning into a used plan starts from scratch", "[batched_copy]") {
   BatchedCopyPlan plan;
   REQUIRE(PlanBatchedCopy({Entry(0x100, 0x1000000, 100000)}, 0.5, {}, &plan).ok());
   CHECK(plan.chunks.size() == 7);
-  REQUIRE(PlanBatchedCopy({Entry(0x100, 0x200, 3, DataType::kFloat16, DataType::kFloat32)}, 1.0,
-                          {}, &plan)
+  REQUIRE(PlanBatchedCopy({Entry(0x100, 0x200, 3, DataType::kFloat16, DataType::kFloat32)}, 1.0, {},
+                          &plan)
               .ok());
   REQUIRE(plan.chunks.size() == 1);
   CHECK(plan.scale == 1.0);
