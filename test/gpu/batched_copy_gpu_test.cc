@@ -12,10 +12,8 @@
 // Exits 77 (ctest: skipped) with the reason when no CUDA device is visible.
 #define CATCH_CONFIG_RUNNER
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
 #include <memory>
 #include <random>
 #include <string>
@@ -27,13 +25,24 @@
 
 #include "bench/tensor_sets.h"
 #include "chorus/types.h"
-#include "ops/cpu/reduce_kernels.h"
 #include "ops/cuda/batched_copy.h"
 #include "ops/cuda/batched_copy_plan.h"
 #include "ops/cuda/batched_copy_reference.h"
+#include "test/support/random_copy_batch.h"
 
 namespace chorus::ops::gpu {
 namespace {
+
+using testing::ArenaBatch;
+using testing::CountMismatches;
+using testing::DtypePair;
+using testing::FillBytes;
+using testing::FillRandom;
+using testing::kAllDataTypes;
+using testing::NanRange;
+using testing::NanRanges;
+using testing::RandomArenaBatch;
+using testing::SupportedCopyPairs;
 
 #define CUDA_REQUIRE(call)                                                                      \
   do {                                                                                          \
@@ -103,185 +112,15 @@ std::vector<CopyEntry> Rebase(const std::vector<CopyEntry>& entries, const uint8
   return out;
 }
 
-bool IsNanAt(DataType dtype, const uint8_t* p) {
-  uint16_t h;
-  float f;
-  double d;
-  switch (dtype) {
-    case DataType::kFloat16:
-      std::memcpy(&h, p, 2);
-      return std::isnan(HalfToFloat(h));
-    case DataType::kBfloat16:
-      std::memcpy(&h, p, 2);
-      return std::isnan(Bfloat16ToFloat(h));
-    case DataType::kFloat32:
-      std::memcpy(&f, p, 4);
-      return std::isnan(f);
-    case DataType::kFloat64:
-      std::memcpy(&d, p, 8);
-      return std::isnan(d);
-    default:
-      return false;
-  }
-}
-
-// A destination range where a NaN may differ in payload: [begin, end) of elements of dtype.
-struct NanRange {
-  size_t begin, end;
-  DataType dtype;
-};
-
-std::vector<NanRange> NanRanges(const std::vector<CopyEntry>& entries, double scale,
-                                const uint8_t* base) {
-  std::vector<NanRange> ranges;
-  for (const CopyEntry& e : entries) {
-    if (e.num_elements == 0 || (e.src_dtype == e.dst_dtype && scale == 1.0)) continue;
-    if (!IsFloatingPoint(e.dst_dtype)) continue;
-    const auto begin = static_cast<size_t>(static_cast<uint8_t*>(e.dst) - base);
-    ranges.push_back({begin,
-                      begin + static_cast<size_t>(e.num_elements) * DataTypeSize(e.dst_dtype),
-                      e.dst_dtype});
-  }
-  std::sort(ranges.begin(), ranges.end(),
-            [](const NanRange& a, const NanRange& b) { return a.begin < b.begin; });
-  return ranges;
-}
-
-// Number of bytes where `got` differs from `want`, NaN payloads in `nan_ranges` excepted.
-size_t CountMismatches(const std::vector<uint8_t>& got, const std::vector<uint8_t>& want,
-                       const std::vector<NanRange>& nan_ranges) {
-  REQUIRE(got.size() >= want.size());
-  size_t bad = 0;
-  size_t first_bad = want.size();
-  for (size_t i = 0; i < want.size(); ++i) {
-    if (got[i] == want[i]) continue;
-    auto it = std::upper_bound(nan_ranges.begin(), nan_ranges.end(), i,
-                               [](size_t v, const NanRange& r) { return v < r.begin; });
-    bool ok = false;
-    if (it != nan_ranges.begin()) {
-      --it;
-      if (i < it->end) {
-        const size_t es = DataTypeSize(it->dtype);
-        const size_t elem = it->begin + (i - it->begin) / es * es;
-        ok = IsNanAt(it->dtype, got.data() + elem) && IsNanAt(it->dtype, want.data() + elem);
-      }
-    }
-    if (!ok) {
-      if (bad == 0) first_bad = i;
-      ++bad;
-    }
-  }
-  if (bad > 0) {
-    UNSCOPED_INFO("first mismatch at byte " << first_bad << ": got " << int{got[first_bad]}
-                                            << ", want " << int{want[first_bad]});
-  }
-  return bad;
-}
-
 // ---------------------------------------------------------------------------------------------
-// Random batches in one arena (as in test/unit/batched_copy_plan_test.cc): sources first,
-// destinations after, some in place, random gaps, random dtypes and counts.
+// Random batches in one arena (test/support/random_copy_batch.h, as in the unit tier), with
+// entries large enough to reach the device table.
 
-constexpr DataType kAllTypes[] = {DataType::kUint8,    DataType::kInt8,    DataType::kInt16,
-                                  DataType::kInt32,    DataType::kInt64,   DataType::kFloat16,
-                                  DataType::kBfloat16, DataType::kFloat32, DataType::kFloat64,
-                                  DataType::kBool};
-
-struct Pair {
-  DataType src, dst;
-};
-
-std::vector<Pair> SupportedPairs() {
-  std::vector<Pair> pairs;
-  for (DataType t : kAllTypes) pairs.push_back({t, t});
-  pairs.push_back({DataType::kFloat32, DataType::kFloat16});
-  pairs.push_back({DataType::kFloat16, DataType::kFloat32});
-  pairs.push_back({DataType::kFloat32, DataType::kBfloat16});
-  pairs.push_back({DataType::kBfloat16, DataType::kFloat32});
-  return pairs;
-}
-
-void FillBytes(std::mt19937_64& rng, std::vector<uint8_t>& v) {
-  size_t i = 0;
-  for (; i + 8 <= v.size(); i += 8) {
-    const uint64_t bits = rng();
-    std::memcpy(v.data() + i, &bits, 8);
-  }
-  for (; i < v.size(); ++i) v[i] = static_cast<uint8_t>(rng());
-}
-
-void FillRandom(std::mt19937_64& rng, uint8_t* p, int64_t n, DataType dtype) {
-  const size_t size = DataTypeSize(dtype);
-  std::uniform_real_distribution<float> moderate(-70000.0f, 70000.0f);
-  for (int64_t i = 0; i < n; ++i) {
-    uint64_t bits = rng();
-    if (dtype == DataType::kFloat32 && rng() % 2 == 0) {
-      float v = moderate(rng);
-      if (rng() % 4 == 0) v = std::ldexp(v, -static_cast<int>(rng() % 40));
-      std::memcpy(&bits, &v, sizeof(v));
-    }
-    std::memcpy(p + i * static_cast<int64_t>(size), &bits, size);
-  }
-}
-
-struct ArenaBatch {
-  std::vector<uint8_t> arena;
-  std::vector<CopyEntry> entries;  // pointers into arena
-  double scale = 1.0;
-};
-
-ArenaBatch RandomArenaBatch(uint64_t seed, int max_entries, int64_t max_count) {
-  std::mt19937_64 rng(seed);
-  static constexpr double kScales[] = {1.0, 0.5, -3.25, 1.0 / 3.0, 70000.0, 1e-30};
+// Up to 300'000 elements, mostly the edge counts around chunk and vector widths.
+int64_t DeviceBatchCount(std::mt19937_64& rng) {
   static constexpr int64_t kCounts[] = {0, 1, 2, 3, 7, 8, 15, 16, 17, 63, 64, 65, 1000, 4099};
-  ArenaBatch b;
-  b.scale = kScales[rng() % (sizeof(kScales) / sizeof(kScales[0]))];
-  const std::vector<Pair> pairs = SupportedPairs();
-  const int n = 1 + static_cast<int>(rng() % static_cast<uint64_t>(max_entries));
-  struct Placed {
-    Pair p;
-    int64_t count;
-    bool in_place;
-  };
-  std::vector<Placed> placed;
-  int64_t src_bytes = 0, dst_bytes = 0;
-  for (int i = 0; i < n; ++i) {
-    Pair p = pairs[rng() % pairs.size()];
-    if (b.scale != 1.0 && p.src == DataType::kBool) p = {DataType::kUint8, DataType::kUint8};
-    const int64_t count = rng() % 6 == 0 ? static_cast<int64_t>(rng() % max_count)
-                                         : kCounts[rng() % (sizeof(kCounts) / sizeof(kCounts[0]))];
-    placed.push_back({p, count, p.src == p.dst && rng() % 4 == 0});
-    src_bytes += count * static_cast<int64_t>(DataTypeSize(p.src)) + 64;
-    dst_bytes += count * static_cast<int64_t>(DataTypeSize(p.dst)) + 64;
-  }
-  b.arena.resize(static_cast<size_t>(src_bytes + dst_bytes + 64));
-  FillBytes(rng, b.arena);
-  uint8_t* base = b.arena.data();
-  int64_t src_off = 0, dst_off = src_bytes;
-  for (const Placed& pl : placed) {
-    const auto ss = static_cast<int64_t>(DataTypeSize(pl.p.src));
-    const auto ds = static_cast<int64_t>(DataTypeSize(pl.p.dst));
-    const bool bytes = pl.p.src == pl.p.dst && b.scale == 1.0;
-    const auto gap = [&](int64_t off, int64_t size) {
-      off += static_cast<int64_t>(rng() % 40);
-      if (!bytes) off = (off + size - 1) / size * size;
-      return off;
-    };
-    src_off = gap(src_off, ss);
-    dst_off = gap(dst_off, ds);
-    CopyEntry e{base + src_off, base + dst_off, pl.count, pl.p.src, pl.p.dst};
-    if (pl.in_place) {
-      e.src = base + dst_off;
-      FillRandom(rng, base + dst_off, pl.count, pl.p.src);
-    } else {
-      FillRandom(rng, base + src_off, pl.count, pl.p.src);
-      src_off += pl.count * ss;
-    }
-    dst_off += pl.count * ds;
-    b.entries.push_back(e);
-  }
-  REQUIRE(dst_off <= static_cast<int64_t>(b.arena.size()));
-  return b;
+  return rng() % 6 == 0 ? static_cast<int64_t>(rng() % 300'000)
+                        : kCounts[rng() % (sizeof(kCounts) / sizeof(kCounts[0]))];
 }
 
 // Runs `b` on the host (reference) and on the device from the same initial bytes and compares
@@ -317,7 +156,7 @@ TEST_CASE("Random batches on the device match the host reference", "[gpu][batche
   for (uint64_t seed = 1; seed <= 40; ++seed) {
     INFO("seed " << seed << ", chunk_bytes " << chunk_bytes);
     const ArenaBatch b = RandomArenaBatch(seed * 7919 + static_cast<uint64_t>(chunk_bytes),
-                                          seed % 3 == 0 ? 4 : 40, 300'000);
+                                          {seed % 3 == 0 ? 4 : 40, DeviceBatchCount});
     const size_t chunks = CheckOnDevice(b, {chunk_bytes, true}, scratch.get(), stream);
     inline_small += chunks <= 16;
     inline_large += chunks > 16 && chunks <= kMaxInlineChunks;
@@ -341,7 +180,7 @@ TEST_CASE("Every kind, every alignment offset, through all three launch paths",
     size_t entries_per_launch;
   };
   const Mode mode = GENERATE(Mode{1, 1}, Mode{3, 50}, Mode{41, 1000});
-  for (const Pair& p : SupportedPairs()) {
+  for (const DtypePair& p : SupportedCopyPairs()) {
     if (scale != 1.0 && p.src == DataType::kBool) continue;
     const auto ss = static_cast<int64_t>(DataTypeSize(p.src));
     const auto ds = static_cast<int64_t>(DataTypeSize(p.dst));
@@ -500,7 +339,7 @@ TEST_CASE("Round trips of every dtype with odd sizes", "[gpu][batched_copy]") {
   Stream stream;
   std::unique_ptr<BatchedCopyScratch> scratch = MakeScratch();
   const std::vector<int64_t> counts = {0, 1, 3, 17, 255, 4097, 70001, 0, 5, 300'007};
-  for (DataType t : kAllTypes) {
+  for (DataType t : kAllDataTypes) {
     const double pre = t == DataType::kBool ? 1.0 : 0.5;
     const double post = t == DataType::kBool ? 1.0 : -3.0;
     for (int64_t align : {int64_t{1}, int64_t{16}}) {

@@ -22,17 +22,21 @@
 #include "chorus/types.h"
 #include "ops/cpu/reduce_kernels.h"
 #include "ops/cuda/batched_copy_reference.h"
+#include "test/support/random_copy_batch.h"
 
 namespace chorus::ops::gpu {
 namespace {
 
+using testing::ArenaBatch;
+using testing::CountMismatches;
+using testing::DtypePair;
+using testing::kAllDataTypes;
+using testing::NanRanges;
+using testing::RandomArenaBatch;
+using testing::SupportedCopyPairs;
+
 const void* FakeSrc(uintptr_t addr) { return reinterpret_cast<const void*>(addr); }
 void* FakeDst(uintptr_t addr) { return reinterpret_cast<void*>(addr); }
-
-constexpr DataType kAllTypes[] = {DataType::kUint8,    DataType::kInt8,    DataType::kInt16,
-                                  DataType::kInt32,    DataType::kInt64,   DataType::kFloat16,
-                                  DataType::kBfloat16, DataType::kFloat32, DataType::kFloat64,
-                                  DataType::kBool};
 
 CopyEntry Entry(uintptr_t src, uintptr_t dst, int64_t n, DataType s = DataType::kFloat32,
                 DataType d = DataType::kFloat32) {
@@ -44,8 +48,8 @@ CopyEntry Entry(uintptr_t src, uintptr_t dst, int64_t n, DataType s = DataType::
 
 TEST_CASE("CopyKindFor maps every dtype pair", "[batched_copy]") {
   const double scale = GENERATE(1.0, 0.5);
-  for (DataType s : kAllTypes) {
-    for (DataType d : kAllTypes) {
+  for (DataType s : kAllDataTypes) {
+    for (DataType d : kAllDataTypes) {
       INFO(DataTypeName(s) << " -> " << DataTypeName(d) << " scale " << scale);
       absl::StatusOr<CopyKind> kind = CopyKindFor(s, d, scale);
       const bool cast_pair =
@@ -178,20 +182,8 @@ TEST_CASE("A huge entry is cut into chunk_bytes pieces on both sides", "[batched
   CHECK(plan->bytes_written == elements * static_cast<int64_t>(DataTypeSize(c.dst)));
 }
 
-// Supported (src, dst) pairs for random batches.
-struct Pair {
-  DataType src, dst;
-};
-std::vector<Pair> SupportedPairs() {
-  std::vector<Pair> pairs;
-  for (DataType t : kAllTypes) pairs.push_back({t, t});
-  pairs.push_back({DataType::kFloat32, DataType::kFloat16});
-  pairs.push_back({DataType::kFloat16, DataType::kFloat32});
-  pairs.push_back({DataType::kFloat32, DataType::kBfloat16});
-  pairs.push_back({DataType::kBfloat16, DataType::kFloat32});
-  return pairs;
-}
-
+// Element counts of random batches: mostly the edge counts around chunk and vector widths, one
+// in eight anything below 20'000.
 int64_t RandomCount(std::mt19937_64& rng) {
   static constexpr int64_t kCounts[] = {0, 1, 2, 3, 7, 8, 15, 16, 17, 63, 64, 65, 255, 1000, 4099};
   if (rng() % 8 == 0) return static_cast<int64_t>(rng() % 20'000);
@@ -203,12 +195,12 @@ TEST_CASE("Chunks of random batches tile every entry exactly, in order", "[batch
   std::mt19937_64 rng(seed);
   const int64_t chunk_bytes = int64_t{256} << (rng() % 6);
   const double scale = rng() % 2 == 0 ? 1.0 : 0.25;
-  const std::vector<Pair> pairs = SupportedPairs();
+  const std::vector<DtypePair> pairs = SupportedCopyPairs();
   std::vector<CopyEntry> entries;
   uintptr_t src = 0x10000, dst = uintptr_t{1} << 40;
   const int n = 1 + static_cast<int>(rng() % 60);
   for (int i = 0; i < n; ++i) {
-    Pair p = pairs[rng() % pairs.size()];
+    DtypePair p = pairs[rng() % pairs.size()];
     if (scale != 1.0 && p.src == DataType::kBool) p = {DataType::kInt8, DataType::kInt8};
     const int64_t count = RandomCount(rng);
     entries.push_back(Entry(src, dst, count, p.src, p.dst));
@@ -449,104 +441,15 @@ void OracleElement(const CopyEntry& e, double scale, const uint8_t* src, uint8_t
   }
 }
 
-// Fills `n` elements of `dtype` at p: random bit patterns (NaN, inf, subnormals included), and
-// for floats also values in the float16 range and near its limits.
-void FillRandom(std::mt19937_64& rng, uint8_t* p, int64_t n, DataType dtype) {
-  const size_t size = DataTypeSize(dtype);
-  std::uniform_real_distribution<float> moderate(-70000.0f, 70000.0f);
-  for (int64_t i = 0; i < n; ++i) {
-    uint64_t bits = rng();
-    if (dtype == DataType::kFloat32 && rng() % 2 == 0) {
-      float v = moderate(rng);
-      if (rng() % 4 == 0) v = std::ldexp(v, -static_cast<int>(rng() % 40));
-      std::memcpy(&bits, &v, sizeof(v));
-    }
-    std::memcpy(p + i * static_cast<int64_t>(size), &bits, size);
-  }
-}
-
-// A random batch laid out in one arena: sources in the first half, destinations in the second
-// (some entries in place), at random element-aligned offsets with random gaps.
-struct ArenaBatch {
-  std::vector<uint8_t> arena;
-  std::vector<CopyEntry> entries;
-  double scale = 1.0;
-};
-
-ArenaBatch RandomArenaBatch(uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  static constexpr double kScales[] = {1.0, 0.5, -3.25, 1.0 / 3.0, 70000.0, 1e-30};
-  ArenaBatch b;
-  b.scale = kScales[rng() % (sizeof(kScales) / sizeof(kScales[0]))];
-  const std::vector<Pair> pairs = SupportedPairs();
-  const int n = 1 + static_cast<int>(rng() % 40);
-  struct Placed {
-    Pair p;
-    int64_t count;
-    bool in_place;
-  };
-  std::vector<Placed> placed;
-  int64_t src_bytes = 0, dst_bytes = 0;
-  for (int i = 0; i < n; ++i) {
-    Pair p = pairs[rng() % pairs.size()];
-    if (b.scale != 1.0 && p.src == DataType::kBool) p = {DataType::kUint8, DataType::kUint8};
-    const int64_t count = RandomCount(rng);
-    const bool in_place = p.src == p.dst && rng() % 4 == 0;
-    placed.push_back({p, count, in_place});
-    src_bytes += count * static_cast<int64_t>(DataTypeSize(p.src)) + 64;
-    dst_bytes += count * static_cast<int64_t>(DataTypeSize(p.dst)) + 64;
-  }
-  b.arena.resize(static_cast<size_t>(src_bytes + dst_bytes + 64));
-  for (uint8_t& byte : b.arena) byte = static_cast<uint8_t>(rng());
-  uint8_t* base = b.arena.data();
-  int64_t src_off = 0, dst_off = src_bytes;
-  for (const Placed& pl : placed) {
-    const auto ss = static_cast<int64_t>(DataTypeSize(pl.p.src));
-    const auto ds = static_cast<int64_t>(DataTypeSize(pl.p.dst));
-    // Byte copies may start anywhere; typed kinds at element boundaries, sometimes 16-aligned.
-    const bool bytes = pl.p.src == pl.p.dst && b.scale == 1.0;
-    const auto gap = [&](int64_t off, int64_t size) {
-      off += static_cast<int64_t>(rng() % 40);
-      if (!bytes) off = (off + size - 1) / size * size;
-      return off;
-    };
-    src_off = gap(src_off, ss);
-    dst_off = gap(dst_off, ds);
-    CopyEntry e{base + src_off, base + dst_off, pl.count, pl.p.src, pl.p.dst};
-    if (pl.in_place) {
-      e.src = base + dst_off;
-      FillRandom(rng, base + dst_off, pl.count, pl.p.src);
-      dst_off += pl.count * ds;
-    } else {
-      FillRandom(rng, base + src_off, pl.count, pl.p.src);
-      src_off += pl.count * ss;
-      dst_off += pl.count * ds;
-    }
-    b.entries.push_back(e);
-  }
-  REQUIRE(dst_off <= static_cast<int64_t>(b.arena.size()));
-  return b;
-}
-
-bool IsNanBits(DataType dtype, const uint8_t* p) {
-  switch (dtype) {
-    case DataType::kFloat16:
-      return std::isnan(HalfToFloat(Load<uint16_t>(p)));
-    case DataType::kBfloat16:
-      return std::isnan(Bfloat16ToFloat(Load<uint16_t>(p)));
-    case DataType::kFloat32:
-      return std::isnan(Load<float>(p));
-    case DataType::kFloat64:
-      return std::isnan(Load<double>(p));
-    default:
-      return false;
-  }
+// One draw per byte (the arena fill of this test's random batches).
+void FillEachByte(std::mt19937_64& rng, std::vector<uint8_t>& arena) {
+  for (uint8_t& byte : arena) byte = static_cast<uint8_t>(rng());
 }
 
 TEST_CASE("The reference executor matches the per-element oracle on random layouts",
           "[batched_copy]") {
   const uint64_t seed = GENERATE(range(1, 41));
-  ArenaBatch b = RandomArenaBatch(seed);
+  ArenaBatch b = RandomArenaBatch(seed, {40, RandomCount, FillEachByte});
   const std::vector<uint8_t> before = b.arena;
   // Oracle, from the snapshot: addresses in the arena translate to the same offsets.
   std::vector<uint8_t> expected = before;
@@ -567,22 +470,7 @@ TEST_CASE("The reference executor matches the per-element oracle on random layou
 
   // Byte for byte over the whole arena (nothing outside the destinations may change); a NaN
   // may differ in payload only where a scaling or casting kind produced it.
-  size_t mismatches = 0;
-  for (size_t i = 0; i < b.arena.size(); ++i) {
-    if (b.arena[i] == expected[i]) continue;
-    bool nan_ok = false;
-    for (const CopyEntry& e : b.entries) {
-      const auto ds = static_cast<int64_t>(DataTypeSize(e.dst_dtype));
-      const int64_t dof = static_cast<uint8_t*>(e.dst) - base;
-      const auto off = static_cast<int64_t>(i) - dof;
-      if (off < 0 || off >= e.num_elements * ds) continue;
-      const int64_t elem = dof + off / ds * ds;
-      nan_ok = !(e.src_dtype == e.dst_dtype && b.scale == 1.0) &&
-               IsNanBits(e.dst_dtype, b.arena.data() + elem) &&
-               IsNanBits(e.dst_dtype, expected.data() + elem);
-    }
-    if (!nan_ok) ++mismatches;
-  }
+  const size_t mismatches = CountMismatches(b.arena, expected, NanRanges(b.entries, b.scale, base));
   INFO("seed " << seed << ", " << b.entries.size() << " entries, scale " << b.scale);
   CHECK(mismatches == 0);
 }
