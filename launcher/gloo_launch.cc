@@ -44,12 +44,6 @@ std::string SignalName(int sig) {
   return absl::StrCat(sig, " (", name != nullptr ? name : "unknown signal", ")");
 }
 
-std::string Hostname() {
-  char name[256] = {};
-  if (::gethostname(name, sizeof(name) - 1) != 0) return "";
-  return name;
-}
-
 absl::StatusOr<std::string> CurrentDirectory() {
   std::vector<char> buffer(4096);
   while (::getcwd(buffer.data(), buffer.size()) == nullptr) {
@@ -195,7 +189,7 @@ int RunGlooJob(const LaunchOptions& o, const Environment& launcher_env) {
   absl::StatusOr<int> start_timeout = StartTimeoutSeconds(o, launcher_env);
   if (!start_timeout.ok()) return Fail(kUsageError, start_timeout.status().message());
 
-  const std::string this_host = Hostname();
+  const std::string this_host = ThisHostname();
   std::vector<bool> remote;               // by rank
   std::vector<std::string> remote_hosts;  // in host order, once each
   for (const RankPlacement& p : *layout) {

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <iostream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -22,6 +23,7 @@
 #include "launcher/job_hosts.h"
 #include "launcher/mpirun_command.h"
 #include "launcher/mpirun_output.h"
+#include "launcher/rank_layout.h"
 #include "launcher/worker_env.h"
 
 extern char** environ;
@@ -86,6 +88,8 @@ int Main(const std::vector<std::string>& args) {
   job.as_root = ::geteuid() == 0;
   job.hosts = std::move(hosts->hosts);
   job.environment = MpirunEnvironment(launcher_env, WorkerEnvironment(o), job.as_root);
+  job.this_hostname = ThisHostname();
+  job.local_cores = static_cast<int>(std::thread::hardware_concurrency());
   absl::StatusOr<std::vector<std::string>> argv = BuildMpirunArgv(o, job);
   if (!argv.ok()) return Fail(argv.status());
   if (o.verbose) std::cout << ShellJoin(*argv) << std::endl;

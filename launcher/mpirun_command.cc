@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 
 #include "launcher/args.h"
+#include "launcher/rank_layout.h"
 
 namespace chorus::launcher {
 
@@ -36,6 +37,17 @@ std::vector<std::string> ExportedNames(const Environment& env) {
   return names;  // std::map iterates in sorted order
 }
 
+int LocalRanks(const std::vector<HostSlots>& hosts, int num_proc,
+               const std::string& this_hostname) {
+  int remaining = num_proc, local = 0;
+  for (const HostSlots& h : hosts) {
+    const int n = std::min(std::max(h.slots, 0), remaining);
+    if (IsLocalHost(h.host, this_hostname)) local += n;
+    remaining -= n;
+  }
+  return local;
+}
+
 absl::StatusOr<std::vector<std::string>> BuildMpirunArgv(const LaunchOptions& o,
                                                          const MpirunJob& job) {
   std::vector<std::string> argv = {job.mpirun};
@@ -59,6 +71,13 @@ absl::StatusOr<std::vector<std::string>> BuildMpirunArgv(const LaunchOptions& o,
   if (!o.network_interfaces.empty()) {
     argv.insert(argv.end(),
                 {"-mca", "btl_tcp_if_include", absl::StrJoin(o.network_interfaces, ",")});
+  }
+  const bool user_chose_yield =
+      job.environment.contains("OMPI_MCA_mpi_yield_when_idle") ||
+      (o.mpi_args && absl::StrContains(*o.mpi_args, "mpi_yield_when_idle"));
+  if (!user_chose_yield && job.local_cores > 0 &&
+      LocalRanks(job.hosts, o.num_proc, job.this_hostname) > job.local_cores) {
+    argv.insert(argv.end(), {"-mca", "mpi_yield_when_idle", "1"});
   }
   if (o.prefix_output_with_timestamp) argv.push_back("--timestamp-output");
   if (o.output_filename) argv.insert(argv.end(), {"--output-filename", *o.output_filename});

@@ -5,8 +5,16 @@
 //
 //   mpirun [--allow-run-as-root] --tag-output -np N -H host:slots,... -bind-to none -map-by slot
 //          [-mca pml ob1 -mca btl ^openib  (--tcp)] [-mca plm_rsh_args "-p P -i FILE"]
-//          [-mca btl_tcp_if_include IFACES] [--timestamp-output] [--output-filename DIR]
-//          -x NAME... [--mpi-args words] COMMAND ARGS...
+//          [-mca btl_tcp_if_include IFACES] [-mca mpi_yield_when_idle 1  (see below)]
+//          [--timestamp-output] [--output-filename DIR] -x NAME... [--mpi-args words]
+//          COMMAND ARGS...
+//
+// mpi_yield_when_idle: -H declares every rank a slot, so Open MPI never sees this machine as
+// oversubscribed and its waits spin. When more ranks run here than the machine has cores, each
+// rank's spin takes the core from a rank (or a rank's background thread) that has work, and
+// jobs slow down several times (3 ranks on 2 cores: the Python test suite 26 s instead of 9 s).
+// So chorusrun asks waiting ranks to yield then, unless the user set the parameter already
+// (OMPI_MCA_mpi_yield_when_idle, or in --mpi-args).
 //
 // Thread-safety: stateless.
 #ifndef CHORUS_LAUNCHER_MPIRUN_COMMAND_H_
@@ -32,7 +40,16 @@ struct MpirunJob {
   // The environment mpirun runs in (MpirunEnvironment's result): the names exported with -x are
   // taken from it.
   Environment environment;
+  // This machine: its name (gethostname) and its cores (0: unknown), to count the ranks that
+  // run here (hosts for which IsLocalHost holds, filled in order as -map-by slot does).
+  std::string this_hostname;
+  int local_cores = 0;
 };
+
+// How many of the job's `num_proc` ranks run on this machine: slots are filled host by host in
+// order (Open MPI's -map-by slot), and a host is this machine when IsLocalHost says so.
+int LocalRanks(const std::vector<HostSlots>& hosts, int num_proc,
+               const std::string& this_hostname);
 
 // The environment for mpirun: `launcher_env` plus `worker_vars` (which win), plus
 // OMPI_ALLOW_RUN_AS_ROOT=1 and OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 when `as_root`.

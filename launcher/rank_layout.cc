@@ -1,5 +1,7 @@
 #include "launcher/rank_layout.h"
 
+#include <unistd.h>
+
 #include <set>
 
 #include "absl/status/status.h"
@@ -61,6 +63,12 @@ bool IsLocalHost(absl::string_view host, absl::string_view this_hostname) {
   if (this_hostname.empty()) return false;
   const absl::string_view short_name = this_hostname.substr(0, this_hostname.find('.'));
   return absl::EqualsIgnoreCase(host, this_hostname) || absl::EqualsIgnoreCase(host, short_name);
+}
+
+std::string ThisHostname() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof(name) - 1) != 0) return "";
+  return name;
 }
 
 }  // namespace chorus::launcher

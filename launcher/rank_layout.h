@@ -49,6 +49,9 @@ absl::StatusOr<std::vector<RankPlacement>> LayoutRanks(const std::vector<HostSlo
 // hosts are started directly; any other host over ssh.
 bool IsLocalHost(absl::string_view host, absl::string_view this_hostname);
 
+// This machine's name (gethostname); "" when it cannot be read.
+std::string ThisHostname();
+
 }  // namespace chorus::launcher
 
 #endif  // CHORUS_LAUNCHER_RANK_LAYOUT_H_

@@ -149,5 +149,64 @@ TEST_CASE("ShellJoin quotes what a shell would split", "[launcher][mpirun]") {
   CHECK(ShellJoin({"a", ""}) == "a ''");
 }
 
+bool AsksToYield(const Args& argv) {
+  for (size_t i = 0; i + 2 < argv.size(); ++i) {
+    if (argv[i] == "-mca" && argv[i + 1] == "mpi_yield_when_idle" && argv[i + 2] == "1") {
+      return true;
+    }
+  }
+  return false;
+}
+
+TEST_CASE("Ranks on this machine are counted as -map-by slot places them", "[launcher][mpirun]") {
+  const std::vector<HostSlots> hosts = {{"node1", 2}, {"localhost", 3}, {"myhost", 4}};
+  CHECK(LocalRanks(hosts, 2, "myhost") == 0);  // both on node1
+  CHECK(LocalRanks(hosts, 4, "myhost") == 2);
+  CHECK(LocalRanks(hosts, 9, "myhost") == 7);
+  CHECK(LocalRanks(hosts, 9, "other") == 3);  // "myhost" is not this machine
+  CHECK(LocalRanks({}, 3, "myhost") == 0);
+}
+
+TEST_CASE("More local ranks than cores: waiting ranks yield, unless the user decided",
+          "[launcher][mpirun]") {
+  LaunchOptions o = Options({"-np", "3", "prog"});
+  MpirunJob job = Job(o, false, {{"localhost", 3}});
+  job.this_hostname = "myhost";
+  job.local_cores = 2;
+  auto argv = BuildMpirunArgv(o, job);
+  REQUIRE(argv.ok());
+  CHECK(AsksToYield(*argv));
+
+  job.local_cores = 4;  // enough cores: Open MPI's default (spin) stays
+  argv = BuildMpirunArgv(o, job);
+  REQUIRE(argv.ok());
+  CHECK_FALSE(AsksToYield(*argv));
+
+  job.local_cores = 0;  // unknown: nothing is assumed
+  argv = BuildMpirunArgv(o, job);
+  REQUIRE(argv.ok());
+  CHECK_FALSE(AsksToYield(*argv));
+
+  job.local_cores = 2;
+  job.hosts = {{"node1", 2}, {"node2", 1}};  // no rank here
+  argv = BuildMpirunArgv(o, job);
+  REQUIRE(argv.ok());
+  CHECK_FALSE(AsksToYield(*argv));
+
+  job.hosts = {{"localhost", 3}};
+  job.environment["OMPI_MCA_mpi_yield_when_idle"] = "0";  // the user's choice wins
+  argv = BuildMpirunArgv(o, job);
+  REQUIRE(argv.ok());
+  CHECK_FALSE(AsksToYield(*argv));
+
+  LaunchOptions with_args =
+      Options({"-np", "3", "--mpi-args=--mca mpi_yield_when_idle 0", "prog"});
+  MpirunJob job2 = Job(with_args, false, {{"localhost", 3}});
+  job2.local_cores = 2;
+  argv = BuildMpirunArgv(with_args, job2);
+  REQUIRE(argv.ok());
+  CHECK_FALSE(AsksToYield(*argv));
+}
+
 }  // namespace
 }  // namespace chorus::launcher
