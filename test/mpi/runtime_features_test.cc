@@ -200,6 +200,9 @@ TEST_CASE("shutdown and re-init: pending ops abort, FailedPrecondition in betwee
     CHECK(h.ok());
     if (h.ok()) orphan = *h;
   }
+  // Any rank's Shutdown stops every rank: the others wait until rank 0's orphan is queued,
+  // or their shutdown could close rank 0's queue before it enqueues.
+  MPI_Barrier(MPI_COMM_WORLD);
   CHORUS_CHECK_OK(Shutdown());
   if (orphan != kNoHandle) {
     CHECK(seen->calls.load(std::memory_order_acquire) == 1);
