@@ -6,7 +6,6 @@
 // both a ChorusError and a ValueError. Calls that block (wait, release, release_status, init,
 // shutdown) drop the GIL while they wait.
 #include <cstdint>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <utility>
@@ -110,22 +109,9 @@ class Result {
     chorus_result_status(Get(), &m);
     return m != nullptr ? m : "";
   }
-  int64_t output_nbytes() const {
-    Output o = GetOutput();
-    return o.num_bytes;
-  }
   std::vector<int64_t> output_shape() const {
     Output o = GetOutput();
     return std::vector<int64_t>(o.shape, o.shape + o.ndim);
-  }
-  // Copies the output into `nbytes` bytes at `dest`; ValueError unless nbytes matches.
-  void copy_output(uintptr_t dest, int64_t nbytes) const {
-    Output o = GetOutput();
-    if (nbytes != o.num_bytes) {
-      Raise(kInvalidArgument, "output has " + std::to_string(o.num_bytes) + " bytes, destination " +
-                                  std::to_string(nbytes));
-    }
-    if (nbytes > 0) std::memcpy(reinterpret_cast<void*>(dest), o.data, nbytes);
   }
   std::vector<int64_t> received_splits() const {
     const int64_t* s = nullptr;
@@ -456,9 +442,7 @@ PYBIND11_MODULE(_C, m) {
   py::class_<Result>(m, "Result")
       .def_property_readonly("code", &Result::code)
       .def_property_readonly("message", &Result::message)
-      .def_property_readonly("output_nbytes", &Result::output_nbytes)
       .def_property_readonly("output_shape", &Result::output_shape)
-      .def("copy_output", &Result::copy_output, py::arg("dest"), py::arg("nbytes"))
       .def_property_readonly("received_splits", &Result::received_splits)
       .def_property_readonly("last_joined_rank", &Result::last_joined_rank)
       .def_property_readonly("process_set_id", &Result::process_set_id)
