@@ -154,7 +154,8 @@ class SweepCase {
       case OpType::kBroadcast:
         return input_;
       default:
-        return chorus_output_ ? *chorus_output_ : Bytes{};
+        if (chorus_output_ == nullptr) return Bytes{};
+        return Bytes(chorus_output_->data(), chorus_output_->data() + chorus_output_->size());
     }
   }
   const Bytes& MpiResult() const { return op_ == OpType::kBroadcast ? input_ : mpi_out_; }

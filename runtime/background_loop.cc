@@ -26,6 +26,7 @@ constexpr uint64_t kFlagUncached = 1;     // this rank has requests for the coor
 constexpr uint64_t kFlagShutdown = 2;     // this rank is shutting down
 constexpr uint64_t kFlagBusy = 4;         // this rank has ops pending
 constexpr uint64_t kFlagStallRound = 8;   // rank 0 wants a round to time out stalled ops
+constexpr uint64_t kFlagGpuFailed = 16;   // this rank's GPU data plane failed: all ranks stop
 
 // A burst of submissions is over when nothing new arrived for this long.
 constexpr absl::Duration kBurstQuiet = absl::Microseconds(50);
@@ -53,14 +54,16 @@ void ForEachBit(const std::vector<uint64_t>& words, size_t base, int count, F f)
 
 BackgroundLoop::BackgroundLoop(Config config, std::unique_ptr<Controller> controller,
                                SubmissionQueue* queue, ProcessSetRegistry* registry,
-                               HandleTable* handles, timeline::Timeline* timeline)
+                               HandleTable* handles, timeline::Timeline* timeline,
+                               std::shared_ptr<ops::gpu::GpuPlatform> gpu_platform)
     : config_(std::move(config)),
       controller_(std::move(controller)),
       topology_(controller_->topology()),
       queue_(queue),
       registry_(registry),
       handles_(handles),
-      timeline_(timeline) {}
+      timeline_(timeline),
+      gpu_platform_(std::move(gpu_platform)) {}
 
 BackgroundLoop::~BackgroundLoop() {
   if (thread_.joinable()) thread_.join();
@@ -89,12 +92,18 @@ void BackgroundLoop::ThreadMain(std::vector<std::vector<int32_t>> process_sets) 
     if (!status.ok()) {
       CHORUS_LOG(ERROR) << "background loop stopped: " << status;
       queue_->Close(absl::StrCat("chorus stopped after a failure: ", status.ToString()));
+      if (gpu_ != nullptr) {
+        gpu_->Fail(status);  // aborts NCCL: nothing may wait for peers that are gone
+        gpu_.reset();
+      }
       FailAllPending(status);
       timeline_->Finish();
       return;
     }
   }
   queue_->Close("chorus was shut down");
+  // Every rank launched the same GPU batches: they complete before the communicators go.
+  gpu_.reset();
   FailAllPending(absl::AbortedError("chorus was shut down before this op completed"));
   timeline_->Finish();
   CHORUS_LOG(DEBUG) << "background loop done: " << counters_.cycles.load() << " cycles, "
@@ -110,6 +119,7 @@ absl::Status BackgroundLoop::Handshake(const std::vector<std::vector<int32_t>>& 
   mine.pipeline_chunk_bytes = config_.pipeline_chunk_bytes;
   mine.inplace_min_bytes = config_.inplace_min_bytes;
   mine.cache_capacity = config_.cache_capacity;
+  mine.num_nccl_streams = config_.num_nccl_streams;
   std::string bytes = SerializeSharedConfig(mine);
   CHORUS_RETURN_IF_ERROR(controller_->BroadcastFromRoot(&bytes));
   // Init-time process sets must be the same everywhere: compare with rank 0's.
@@ -350,6 +360,10 @@ absl::Status BackgroundLoop::RunCycle(bool* stop) {
   if (shutting_down) flags |= kFlagShutdown;
   if (!pending_.empty()) flags |= kFlagBusy;
   if (stall_round) flags |= kFlagStallRound;
+  // A GPU failure is found by the completion thread at any time; it stops every rank in the
+  // same cycle, so no rank is left waiting in a collective for one that has stopped.
+  const absl::Status gpu_failure = gpu_ != nullptr ? gpu_->failure() : absl::OkStatus();
+  if (!gpu_failure.ok()) flags |= kFlagGpuFailed;
   bits[0] = ~flags;
   for (const auto& [bit, entry] : by_bit_) SetBit(bits, 1, bit);
   for (int i = 0; i < w; ++i) bits[1 + i] |= foreign_bits_[i];
@@ -358,6 +372,11 @@ absl::Status BackgroundLoop::RunCycle(bool* stop) {
   CHORUS_RETURN_IF_ERROR(controller_->AllreduceBitAnd(absl::MakeSpan(bits)));
   const uint64_t global = ~bits[0];
   for (int i = 0; i < w; ++i) bits[1 + w + i] = ~bits[1 + w + i];
+  if ((global & kFlagGpuFailed) != 0) {
+    if (!gpu_failure.ok()) return gpu_failure;
+    return absl::UnavailableError(
+        "the GPU data plane of another rank failed (its log says why); chorus stopped");
+  }
 
   // Erase invalidated entries everywhere; their local waiters renegotiate.
   ForEachBit(bits, 1 + w, w, [&](int32_t bit) {
@@ -568,6 +587,7 @@ absl::Status BackgroundLoop::ExecuteResponse(const Response& response) {
                                               response.names[i], "' but holds no such tensor"));
     }
   }
+  if (response.device != kCpuDevice) return LaunchOnGpu(response, set->second, entries);
   std::vector<OpResult> results;
   absl::Status status = executor_->Execute(response, entries, *set->second.backend, &results,
                                            timeline_->active() ? &execution_spans_ : nullptr);
@@ -577,9 +597,9 @@ absl::Status BackgroundLoop::ExecuteResponse(const Response& response) {
   return status;
 }
 
-void BackgroundLoop::CompleteEntry(const std::string& name, OpResult result) {
+std::unique_ptr<TensorEntry> BackgroundLoop::TakePending(const std::string& name) {
   auto it = pending_.find(name);
-  if (it == pending_.end()) return;
+  if (it == pending_.end()) return nullptr;
   std::unique_ptr<TensorEntry> entry = std::move(it->second);
   pending_.erase(it);
   if (entry->cache_bit >= 0) by_bit_.erase(entry->cache_bit);
@@ -589,23 +609,63 @@ void BackgroundLoop::CompleteEntry(const std::string& name, OpResult result) {
     // a dangling pointer behind.
     unsent_.erase(std::find(unsent_.begin(), unsent_.end(), entry.get()));
   }
+  return entry;
+}
+
+void BackgroundLoop::CompleteEntry(const std::string& name, OpResult result) {
+  std::unique_ptr<TensorEntry> entry = TakePending(name);
+  if (entry == nullptr) return;
   completed_names_.push_back(name);
   completed_.push_back(std::move(entry));
   completed_results_.push_back(std::move(result));
 }
 
+void BackgroundLoop::Deliver(const std::vector<std::string>& names,
+                             std::vector<std::unique_ptr<TensorEntry>>* entries,
+                             std::vector<OpResult>* results,
+                             std::vector<std::pair<Handle, OpResult>>* handle_scratch) {
+  // Forget the names first so that a waiter may reuse them as soon as its handle is done.
+  queue_->Forget(names);
+  for (size_t i = 0; i < entries->size(); ++i) {
+    TensorEntry& entry = *(*entries)[i];
+    if (entry.ready_event != nullptr) {
+      gpu_platform_->DestroyEvent(entry.op.input.device, entry.ready_event);
+      entry.ready_event = nullptr;
+    }
+    if (entry.done) entry.done((*results)[i]);
+    handle_scratch->emplace_back(entry.handle, std::move((*results)[i]));
+  }
+  handles_->CompleteMany(handle_scratch);
+  entries->clear();
+  results->clear();
+}
+
 void BackgroundLoop::FlushCompletions() {
   if (completed_.empty()) return;
-  // Forget the names first so that a waiter may reuse them as soon as its handle is done.
-  queue_->Forget(completed_names_);
-  for (size_t i = 0; i < completed_.size(); ++i) {
-    if (completed_[i]->done) completed_[i]->done(completed_results_[i]);
-    completed_handles_.emplace_back(completed_[i]->handle, std::move(completed_results_[i]));
-  }
-  handles_->CompleteMany(&completed_handles_);
-  completed_.clear();
-  completed_results_.clear();
+  Deliver(completed_names_, &completed_, &completed_results_, &completed_handles_);
   completed_names_.clear();
+}
+
+absl::Status BackgroundLoop::LaunchOnGpu(const Response& response, ProcessSet& set,
+                                         const std::vector<TensorEntry*>& entries) {
+  if (gpu_ == nullptr) {
+    // Runs on the GPU completion thread: only thread-safe state (queue, handles).
+    auto deliver = [this](std::vector<std::unique_ptr<TensorEntry>>* done,
+                          std::vector<OpResult>* results) {
+      std::vector<std::string> names;
+      names.reserve(done->size());
+      for (const std::unique_ptr<TensorEntry>& e : *done) names.push_back(e->request.name);
+      std::vector<std::pair<Handle, OpResult>> handles;
+      Deliver(names, done, results, &handles);
+    };
+    gpu_ = std::make_unique<GpuDataPlane>(gpu_platform_, shared_, config_.gpu_op_timeout,
+                                          std::move(deliver));
+  }
+  std::vector<std::unique_ptr<TensorEntry>> owned(entries.size());
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (entries[i] != nullptr) owned[i] = TakePending(response.names[i]);
+  }
+  return gpu_->Launch(response, response.process_set_id, *set.backend, std::move(owned));
 }
 
 void BackgroundLoop::FailAllPending(const absl::Status& status) {

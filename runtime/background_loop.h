@@ -20,6 +20,8 @@
 //      list; rank 0 broadcasts it (BroadcastFromRoot).
 //   4. Plan fusion; execute each response; complete each entry's callback.
 //   5. Put the newly negotiated responses into the cache (same order on every rank).
+//   4'. A response on GPU tensors is only launched (runtime/gpu/gpu_data_plane.h): its entries
+//      leave pending_ and complete later on the GPU completion thread.
 //   6. Sleep: out the cycle time while this rank has ops pending (batching); otherwise until
 //      local work arrives (at most the cycle time if another rank is busy, else the idle cycle
 //      time), then until the burst of submissions pauses (SubmissionQueue::WaitForQuiet).
@@ -48,6 +50,8 @@
 #include "runtime/controller.h"
 #include "runtime/coordinator.h"
 #include "runtime/executor.h"
+#include "runtime/gpu/gpu_data_plane.h"
+#include "ops/gpu_platform.h"
 #include "runtime/handle_table.h"
 #include "runtime/process_set_registry.h"
 #include "runtime/response_cache.h"
@@ -58,10 +62,12 @@ namespace chorus::runtime {
 
 class BackgroundLoop {
  public:
-  // Borrows `queue`, `registry`, `handles` and `timeline` (they outlive the loop).
+  // Borrows `queue`, `registry`, `handles` and `timeline` (they outlive the loop). GPU tensors
+  // run on `gpu_platform` (ops/gpu_platform.h).
   BackgroundLoop(Config config, std::unique_ptr<Controller> controller, SubmissionQueue* queue,
                  ProcessSetRegistry* registry, HandleTable* handles,
-                 timeline::Timeline* timeline);
+                 timeline::Timeline* timeline,
+                 std::shared_ptr<ops::gpu::GpuPlatform> gpu_platform);
   // Joins the thread. REQUIRES: the queue was closed (the loop then stops).
   ~BackgroundLoop();
   BackgroundLoop(const BackgroundLoop&) = delete;
@@ -111,6 +117,17 @@ class BackgroundLoop {
   // Sends unsent_ to rank 0 and receives the cycle's response list.
   absl::Status Negotiate(ResponseList* out);
   absl::Status ExecuteResponse(const Response& response);
+  // Hands a response on GPU tensors to the GPU data plane (created on first use).
+  absl::Status LaunchOnGpu(const Response& response, ProcessSet& set,
+                           const std::vector<TensorEntry*>& entries);
+  // Takes the entry out of pending_ and every index of it (null when unknown).
+  std::unique_ptr<TensorEntry> TakePending(const std::string& name);
+  // Forgets the names of finished entries, runs their callbacks and completes their handles.
+  // Thread-safe (queue and handle table are); the GPU completion thread calls it too.
+  void Deliver(const std::vector<std::string>& names,
+               std::vector<std::unique_ptr<TensorEntry>>* entries,
+               std::vector<OpResult>* results,
+               std::vector<std::pair<Handle, OpResult>>* handle_scratch);
   // Takes the entry out of pending_ and queues its completion for FlushCompletions.
   void CompleteEntry(const std::string& name, OpResult result);
   // Runs the queued completions: forgets the names, runs callbacks, completes the handles.
@@ -141,6 +158,8 @@ class BackgroundLoop {
   std::unique_ptr<Coordinator> coordinator_;  // rank 0 only
   std::unique_ptr<ResponseCache> cache_;
   std::unique_ptr<Executor> executor_;
+  std::shared_ptr<ops::gpu::GpuPlatform> gpu_platform_;
+  std::unique_ptr<GpuDataPlane> gpu_;  // created by the first GPU response
   std::map<int32_t, ProcessSet> process_sets_;
   absl::flat_hash_map<std::string, std::unique_ptr<TensorEntry>> pending_;
   std::vector<TensorEntry*> unsent_;       // pending entries not yet sent to the coordinator

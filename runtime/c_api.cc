@@ -56,6 +56,7 @@ chorus::OpRequest ToRequest(const chorus_op_t& op) {
   r.postscale_factor = op.postscale_factor;
   r.root_rank = op.root_rank;
   r.process_set_id = op.process_set_id;
+  r.stream = op.stream;
   if (op.splits != nullptr && op.num_splits > 0) {
     r.splits.assign(op.splits, op.splits + op.num_splits);
   }
@@ -199,6 +200,11 @@ void chorus_result_output(const chorus_result_t* result, void** data, int64_t* n
   *num_bytes = r.output != nullptr ? static_cast<int64_t>(r.output->size()) : 0;
   *ndim = static_cast<int32_t>(r.output_shape.size());
   *shape = r.output_shape.data();
+}
+
+int32_t chorus_result_output_device(const chorus_result_t* result) {
+  const chorus::OpResult& r = result->result;
+  return r.output != nullptr ? r.output->device() : chorus::kCpuDevice;
 }
 
 void chorus_result_received_splits(const chorus_result_t* result, const int64_t** splits,

@@ -81,6 +81,7 @@ std::string FormatDouble(double value) {
 constexpr int64_t kInt64Max = INT64_MAX;
 constexpr int64_t kMinPipelineChunkBytes = 4096;
 constexpr int64_t kMaxCacheCapacity = int64_t{1} << 20;
+constexpr int64_t kMaxNcclStreams = 16;
 
 const Variable kVariables[] = {
     {"CHORUS_FUSION_THRESHOLD",
@@ -129,6 +130,28 @@ const Variable kVariables[] = {
        return ParseInt64(text, 0, kInt64Max, &c->inplace_min_bytes);
      },
      [](const Config& c) { return absl::StrCat(c.inplace_min_bytes); }},
+    {"CHORUS_NUM_NCCL_STREAMS",
+     {"HOROVOD_NUM_NCCL_STREAMS", nullptr},
+     "expected an integer number of streams in [1, 16]",
+     "NCCL streams (each with its communicator and fusion buffer) per process set",
+     [](absl::string_view text, Config* c) {
+       int64_t value = 0;
+       if (!ParseInt64(text, 1, kMaxNcclStreams, &value)) return false;
+       c->num_nccl_streams = static_cast<int32_t>(value);
+       return true;
+     },
+     [](const Config& c) { return absl::StrCat(c.num_nccl_streams); }},
+    {"CHORUS_GPU_OP_TIMEOUT_SECONDS",
+     {nullptr, nullptr},
+     "expected a non-negative number of seconds (0 = never)",
+     "seconds a launched GPU batch may run before its communicators are aborted; 0 = never",
+     [](absl::string_view text, Config* c) {
+       double s = 0;
+       if (!ParseDouble(text, /*allow_zero=*/true, &s)) return false;
+       c->gpu_op_timeout = absl::Seconds(s);
+       return true;
+     },
+     [](const Config& c) { return FormatDouble(absl::ToDoubleSeconds(c.gpu_op_timeout)); }},
     {"CHORUS_STALL_CHECK_TIME_SECONDS",
      {"HOROVOD_STALL_CHECK_TIME_SECONDS", nullptr},
      "expected a positive number of seconds",

@@ -36,6 +36,14 @@ struct Config {
   // Tensors of at least this many bytes are reduced in place instead of being copied into the
   // fusion buffer. CHORUS_INPLACE_MIN_BYTES. Default 256 KiB.
   int64_t inplace_min_bytes = int64_t{256} << 10;
+  // GPU tensors: NCCL streams (each with its own communicator and fusion buffer) per process
+  // set; fused batches take them in turn, so consecutive batches may overlap on the device.
+  // CHORUS_NUM_NCCL_STREAMS (HOROVOD_NUM_NCCL_STREAMS). Default 1, at most 16.
+  int32_t num_nccl_streams = 1;
+  // Seconds a launched GPU batch may take before it is declared stuck: its communicators are
+  // aborted and every pending op fails with Unavailable; 0 = never.
+  // CHORUS_GPU_OP_TIMEOUT_SECONDS. Default 600 (PyTorch's NCCL watchdog default).
+  absl::Duration gpu_op_timeout = absl::Seconds(600);
   // Seconds after which the coordinator warns about a tensor some ranks have not submitted;
   // CHORUS_STALL_CHECK_TIME_SECONDS (HOROVOD_STALL_CHECK_TIME_SECONDS). Default 60.
   absl::Duration stall_warning_time = absl::Seconds(60);

@@ -453,8 +453,9 @@ Response Coordinator::Validate(const Op& op) {
           [](const Request& r) { return std::string(DataTypeName(r.dtype)); })) {
     return fail(*m);
   }
+  // CPU against GPU must agree; GPU ordinals may differ (each rank drives its own GPU).
   if (auto m = Mismatch(
-          requests, "device", [](const Request& r) { return r.device; },
+          requests, "device", [](const Request& r) { return r.device == kCpuDevice; },
           [](const Request& r) { return DeviceName(r.device); })) {
     return fail(*m);
   }

@@ -6,25 +6,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "ops/cpu/reduce_kernels.h"
+#include "runtime/collective_math.h"
 #include "runtime/common/status_macros.h"
 
 namespace chorus::runtime {
 namespace {
-
-// The reduction the backend runs for `op` (Average is a Sum followed by scaling).
-ReduceOp BackendOp(ReduceOp op) { return op == ReduceOp::kAverage ? ReduceOp::kSum : op; }
-
-double PostscaleFor(const Response& response, int set_size) {
-  double factor = response.postscale_factor;
-  if (response.reduce_op == ReduceOp::kAverage) factor /= set_size;
-  return factor;
-}
-
-int64_t RowElements(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (size_t d = 1; d < shape.size(); ++d) n *= shape[d];
-  return n;
-}
 
 std::byte* Bytes(void* p) { return static_cast<std::byte*>(p); }
 
@@ -41,6 +27,18 @@ std::shared_ptr<OutputBuffer> NewOutput(int64_t bytes) {
 }
 
 }  // namespace
+
+absl::StatusOr<std::vector<int64_t>> ExchangeRowCounts(ops::CollectiveBackend& backend,
+                                                       const std::vector<int64_t>& send_rows) {
+  // 8 bytes to and from every rank.
+  const int size = backend.size();
+  std::vector<int64_t> recv_rows(size, 0);
+  std::vector<int64_t> eight(size, 8), offsets(size);
+  for (int r = 0; r < size; ++r) offsets[r] = 8 * r;
+  CHORUS_RETURN_IF_ERROR(
+      backend.Alltoallv(send_rows.data(), eight, offsets, recv_rows.data(), eight, offsets));
+  return recv_rows;
+}
 
 Executor::Executor(const SharedConfig& config) : config_(config) {}
 
@@ -301,24 +299,11 @@ absl::Status Executor::Alltoall(const Response& response, TensorEntry& entry,
   if (send_rows.empty()) send_rows.assign(size, in.shape[0] / size);
 
   const absl::Time start = Now();
-  // Exchange row counts: 8 bytes to and from every rank.
-  std::vector<int64_t> recv_rows(size, 0);
-  std::vector<int64_t> eight(size, 8), offsets(size);
-  for (int r = 0; r < size; ++r) offsets[r] = 8 * r;
-  CHORUS_RETURN_IF_ERROR(
-      backend.Alltoallv(send_rows.data(), eight, offsets, recv_rows.data(), eight, offsets));
+  CHORUS_ASSIGN_OR_RETURN(const std::vector<int64_t> recv_rows,
+                          ExchangeRowCounts(backend, send_rows));
 
-  std::vector<int64_t> send_bytes(size), send_off(size), recv_bytes(size), recv_off(size);
-  int64_t s = 0, r_total = 0, rows = 0;
-  for (int r = 0; r < size; ++r) {
-    send_bytes[r] = send_rows[r] * row_bytes;
-    send_off[r] = s;
-    s += send_bytes[r];
-    recv_bytes[r] = recv_rows[r] * row_bytes;
-    recv_off[r] = r_total;
-    r_total += recv_bytes[r];
-    rows += recv_rows[r];
-  }
+  const AlltoallLayout l = MakeAlltoallLayout(send_rows, recv_rows, row_bytes);
+  const int64_t s = l.send_total, r_total = l.recv_total;
   // Sizes and offsets differ per rank, so a rank whose message is too large for one MPI call
   // must not fail alone (the others would wait in the exchange): agree first, fail together.
   int64_t too_large = (s > kMaxMessageBytes || r_total > kMaxMessageBytes) ? 1 : 0;
@@ -333,10 +318,11 @@ absl::Status Executor::Alltoall(const Response& response, TensorEntry& entry,
   }
   result->output = NewOutput(r_total);
   result->output_shape = in.shape;
-  result->output_shape[0] = rows;
+  result->output_shape[0] = l.recv_rows;
   result->received_splits = recv_rows;
-  CHORUS_RETURN_IF_ERROR(backend.Alltoallv(in.data, send_bytes, send_off,
-                                           result->output->data(), recv_bytes, recv_off));
+  CHORUS_RETURN_IF_ERROR(backend.Alltoallv(in.data, l.send_bytes, l.send_offsets,
+                                           result->output->data(), l.recv_bytes,
+                                           l.recv_offsets));
   Record(ExecutionSpan::Activity::kCollective, 0, start, Now());
   return absl::OkStatus();
 }
@@ -346,15 +332,10 @@ absl::Status Executor::Reducescatter(const Response& response, TensorEntry& entr
   const int size = backend.size();
   const int me = backend.rank();
   const TensorView& in = entry.op.input;
-  const int64_t dim0 = in.shape[0];
-  const int64_t row = RowElements(in.shape);
   const int64_t esize = static_cast<int64_t>(DataTypeSize(in.dtype));
-  std::vector<int64_t> counts(size);
-  for (int r = 0; r < size; ++r) counts[r] = (dim0 / size + (r < dim0 % size ? 1 : 0)) * row;
-
+  const std::vector<int64_t> counts = ReducescatterCounts(in.shape, size);
   result->output_shape = in.shape;
-  result->output_shape[0] = counts[me] / std::max<int64_t>(row, 1);
-  if (row == 0) result->output_shape[0] = dim0 / size + (me < dim0 % size ? 1 : 0);
+  result->output_shape[0] = ReducescatterRows(in.shape[0], size, me);
   result->output = NewOutput(counts[me] * esize);
 
   const absl::Time start = Now();

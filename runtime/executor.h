@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "ops/collective_backend.h"
 #include "runtime/message.h"
@@ -42,6 +43,11 @@ struct ExecutionSpan {
   absl::Time end;
   int64_t chunks = 0;  // kCollective of a tensor reduced in place: its pipeline chunks
 };
+
+// Alltoall: sends send_rows[r] to rank r, returns what every rank sends to this one.
+// Collective over the backend's set.
+absl::StatusOr<std::vector<int64_t>> ExchangeRowCounts(ops::CollectiveBackend& backend,
+                                                       const std::vector<int64_t>& send_rows);
 
 class Executor {
  public:

@@ -87,6 +87,7 @@ struct SharedConfig {
   int64_t pipeline_chunk_bytes = 0;
   int64_t inplace_min_bytes = 0;
   int32_t cache_capacity = 0;
+  int32_t num_nccl_streams = 1;
   bool operator==(const SharedConfig&) const = default;
 };
 

@@ -18,6 +18,10 @@ bool IsValidOpType(OpType type) {
   return v >= 0 && v <= static_cast<int32_t>(OpType::kRemoveProcessSet);
 }
 
+std::string DeviceName(int32_t device) {
+  return device == kCpuDevice ? std::string("cpu") : absl::StrCat("GPU ", device);
+}
+
 absl::Status Invalid(const OpRequest& r, const std::string& what) {
   return absl::InvalidArgumentError(
       absl::StrCat(OpTypeName(r.type), " of tensor '", r.name, "': ", what));
@@ -42,10 +46,8 @@ absl::Status ValidateTensor(const OpRequest& r, const TensorView& t, const char*
   if (t.data == nullptr && t.num_elements() > 0) {
     return Invalid(r, absl::StrCat(which, " has no data but shape ", ShapeToString(t.shape)));
   }
-  if (t.device != kCpuDevice) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        OpTypeName(r.type), " of tensor '", r.name, "': ", which, " is on GPU ", t.device,
-        ", but this chorus build has no GPU data plane (no CUDA device visible to chorus)"));
+  if (t.device < kCpuDevice) {
+    return Invalid(r, absl::StrCat(which, " has an invalid device ", t.device));
   }
   return absl::OkStatus();
 }
@@ -56,8 +58,11 @@ Runtime::Runtime(Config config) : config_(std::move(config)) {}
 
 absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(
     Config config, std::unique_ptr<Controller> controller,
-    std::vector<std::vector<int32_t>> process_sets) {
+    std::vector<std::vector<int32_t>> process_sets,
+    std::shared_ptr<ops::gpu::GpuPlatform> gpu_platform) {
   std::unique_ptr<Runtime> runtime(new Runtime(config));
+  runtime->gpu_platform_ =
+      gpu_platform != nullptr ? std::move(gpu_platform) : ops::gpu::DefaultGpuPlatform();
   runtime->topology_ = controller->topology();
   runtime->controller_name_ = controller->name();
   timeline::Timeline::Settings settings;
@@ -73,7 +78,7 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(
   runtime->timeline_ = std::make_unique<timeline::Timeline>(std::move(settings));
   runtime->loop_ = std::make_unique<BackgroundLoop>(
       std::move(config), std::move(controller), &runtime->queue_, &runtime->registry_,
-      &runtime->handles_, runtime->timeline_.get());
+      &runtime->handles_, runtime->timeline_.get(), runtime->gpu_platform_);
   absl::Status started = runtime->loop_->Start(std::move(process_sets));
   if (!started.ok()) {
     runtime->queue_.Close(absl::StrCat("chorus failed to start: ", started.ToString()));
@@ -179,6 +184,13 @@ absl::StatusOr<std::unique_ptr<TensorEntry>> Runtime::MakeEntry(OpRequest r,
                                        ShapeToString(r.input.shape), ")"));
       }
       CHORUS_RETURN_IF_ERROR(ValidateTensor(r, r.output, "output"));
+      if (r.output.device != r.input.device) {
+        return Invalid(r, absl::StrCat("output is on ", DeviceName(r.output.device),
+                                       " but input on ", DeviceName(r.input.device)));
+      }
+    }
+    if (reduces && r.input.device != kCpuDevice && r.input.dtype == DataType::kInt16) {
+      return Invalid(r, "GPU reductions of int16 tensors are not supported (NCCL has no int16)");
     }
     if ((r.type == OpType::kAllgather || r.type == OpType::kAlltoall ||
          r.type == OpType::kReducescatter) &&
@@ -246,7 +258,39 @@ absl::StatusOr<std::unique_ptr<TensorEntry>> Runtime::MakeEntry(OpRequest r,
   }
   entry->op = std::move(r);
   entry->enqueued_at = absl::Now();
+  if (IsDataOp(entry->op.type) && entry->op.input.device != kCpuDevice) {
+    CHORUS_RETURN_IF_ERROR(PrepareGpuEntry(*entry));
+  }
   return entry;
+}
+
+absl::Status Runtime::PrepareGpuEntry(TensorEntry& entry) {
+  const OpRequest& r = entry.op;
+  const int32_t device = r.input.device;
+  absl::Status usable = gpu_platform_->CheckDevice(device);
+  if (!usable.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(OpTypeName(r.type), " of tensor '", r.name,
+                                                      "': input is on GPU ", device, ", but ",
+                                                      usable.message()));
+  }
+  {
+    MutexLock lock(&gpu_mu_);
+    if (gpu_device_ < 0) gpu_device_ = device;
+    if (gpu_device_ != device) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          OpTypeName(r.type), " of tensor '", r.name, "': input is on GPU ", device,
+          ", but chorus drives one GPU per process and this one already uses GPU ", gpu_device_));
+    }
+  }
+  CHORUS_ASSIGN_OR_RETURN(ops::gpu::EventHandle event, gpu_platform_->CreateEvent(device));
+  absl::Status recorded = gpu_platform_->RecordEvent(device, event, r.stream);
+  if (!recorded.ok()) {
+    gpu_platform_->DestroyEvent(device, event);
+    return absl::Status(recorded.code(), absl::StrCat(OpTypeName(r.type), " of tensor '", r.name,
+                                                      "': ", recorded.message()));
+  }
+  entry.ready_event = event;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Handle> Runtime::Enqueue(OpRequest request, DoneCallback done) {

@@ -22,6 +22,7 @@
 #include "runtime/config.h"
 #include "runtime/controller.h"
 #include "runtime/handle_table.h"
+#include "ops/gpu_platform.h"
 #include "runtime/process_set_registry.h"
 #include "runtime/submission_queue.h"
 
@@ -30,10 +31,12 @@ namespace chorus::runtime {
 class Runtime {
  public:
   // Starts the background loop (collective over the controller's world). `process_sets`:
-  // extra sets, ids 1, 2, ... in this order.
+  // extra sets, ids 1, 2, ... in this order. GPU tensors run on `gpu_platform`; null means
+  // this build's (ops::gpu::DefaultGpuPlatform).
   static absl::StatusOr<std::unique_ptr<Runtime>> Create(
       Config config, std::unique_ptr<Controller> controller,
-      std::vector<std::vector<int32_t>> process_sets = {});
+      std::vector<std::vector<int32_t>> process_sets = {},
+      std::shared_ptr<ops::gpu::GpuPlatform> gpu_platform = nullptr);
   // Shuts down if still running.
   ~Runtime();
   Runtime(const Runtime&) = delete;
@@ -72,6 +75,9 @@ class Runtime {
                                                         int32_t group_size);
   // Names barrier/join/process-set ops left unnamed, identically on every rank.
   void AutoName(OpRequest& request);
+  // GPU tensors: the device is usable and the one this process drives; records the entry's
+  // ready event on the op's stream.
+  absl::Status PrepareGpuEntry(TensorEntry& entry);
 
   Config config_;
   Topology topology_;
@@ -82,6 +88,10 @@ class Runtime {
   std::unique_ptr<timeline::Timeline> timeline_;  // outlives loop_
   std::unique_ptr<BackgroundLoop> loop_;
 
+  std::shared_ptr<ops::gpu::GpuPlatform> gpu_platform_;
+  // The GPU this process drives: the device of its first GPU tensor (-1 until then).
+  Mutex gpu_mu_;
+  int32_t gpu_device_ ABSL_GUARDED_BY(gpu_mu_) = -1;
   Mutex name_mu_;
   // (op type, process set) -> number of unnamed ops of that kind so far.
   std::map<std::pair<int32_t, int32_t>, int64_t> auto_names_ ABSL_GUARDED_BY(name_mu_);

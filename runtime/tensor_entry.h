@@ -22,6 +22,9 @@ struct TensorEntry {
   Handle handle = 0;
   DoneCallback done;
   absl::Time enqueued_at;
+  // GPU tensors: recorded on op.stream at Enqueue (ops::gpu::EventHandle); chorus reads the
+  // tensors only after it. Destroyed when the entry completes.
+  void* ready_event = nullptr;
 
   // Background-loop bookkeeping.
   int32_t cache_bit = -1;         // >= 0: waiting on the cache fast path at this bit

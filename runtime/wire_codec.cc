@@ -208,6 +208,7 @@ std::string SerializeSharedConfig(const SharedConfig& config) {
   message.set_pipeline_chunk_bytes(config.pipeline_chunk_bytes);
   message.set_inplace_min_bytes(config.inplace_min_bytes);
   message.set_cache_capacity(config.cache_capacity);
+  message.set_num_nccl_streams(config.num_nccl_streams);
   return message.SerializeAsString();
 }
 
@@ -220,6 +221,7 @@ absl::StatusOr<SharedConfig> ParseSharedConfig(std::string_view bytes) {
   config.pipeline_chunk_bytes = message.pipeline_chunk_bytes();
   config.inplace_min_bytes = message.inplace_min_bytes();
   config.cache_capacity = message.cache_capacity();
+  config.num_nccl_streams = message.num_nccl_streams();
   return config;
 }
 

@@ -155,6 +155,10 @@ TEST_CASE("Malformed or out-of-range values are errors naming the variable", "[c
       {"CHORUS_PIPELINE_CHUNK_BYTES", "4095"},
       {"CHORUS_PIPELINE_CHUNK_BYTES", "0"},
       {"CHORUS_INPLACE_MIN_BYTES", "-5"},
+      {"CHORUS_NUM_NCCL_STREAMS", "0"},
+      {"CHORUS_NUM_NCCL_STREAMS", "17"},
+      {"HOROVOD_NUM_NCCL_STREAMS", "two"},
+      {"CHORUS_GPU_OP_TIMEOUT_SECONDS", "-1"},
       {"CHORUS_STALL_CHECK_TIME_SECONDS", "0"},
       {"HOROVOD_STALL_CHECK_TIME_SECONDS", "x"},
       {"CHORUS_STALL_SHUTDOWN_TIME_SECONDS", "-1"},
@@ -204,6 +208,8 @@ TEST_CASE("Describe lists the defaults in a stable order", "[config]") {
       "CHORUS_CACHE_CAPACITY=1024",
       "CHORUS_PIPELINE_CHUNK_BYTES=4194304",
       "CHORUS_INPLACE_MIN_BYTES=262144",
+      "CHORUS_NUM_NCCL_STREAMS=1",
+      "CHORUS_GPU_OP_TIMEOUT_SECONDS=600",
       "CHORUS_STALL_CHECK_TIME_SECONDS=60",
       "CHORUS_STALL_SHUTDOWN_TIME_SECONDS=0",
       "CHORUS_STALL_CHECK_DISABLE=false",
@@ -239,6 +245,8 @@ TEST_CASE("Describe output reads back as the same configuration", "[config]") {
       {"CHORUS_CACHE_CAPACITY", "7"},
       {"CHORUS_PIPELINE_CHUNK_BYTES", "65536"},
       {"CHORUS_INPLACE_MIN_BYTES", "99"},
+      {"CHORUS_NUM_NCCL_STREAMS", "4"},
+      {"CHORUS_GPU_OP_TIMEOUT_SECONDS", "2.5"},
       {"CHORUS_STALL_CHECK_TIME_SECONDS", "1.75"},
       {"CHORUS_STALL_SHUTDOWN_TIME_SECONDS", "120"},
       {"CHORUS_STALL_CHECK_DISABLE", "on"},
@@ -270,6 +278,8 @@ TEST_CASE("Describe output reads back as the same configuration", "[config]") {
   CHECK(second->cycle_time == first->cycle_time);
   CHECK(second->idle_cycle_time == first->idle_cycle_time);
   CHECK(second->stall_warning_time == first->stall_warning_time);
+  CHECK(second->num_nccl_streams == 4);
+  CHECK(second->gpu_op_timeout == absl::Seconds(2.5));
   CHECK(second->timeline == "/tmp/t.json");
   CHECK(second->timeline_max_bytes == 524288);
   CHECK(second->timeline_queue_events == 16);

@@ -136,6 +136,7 @@ TEST_CASE("SharedConfig round-trips", "[wire_codec]") {
   config.pipeline_chunk_bytes = 4096;
   config.inplace_min_bytes = 12345;
   config.cache_capacity = 1 << 20;
+  config.num_nccl_streams = 3;
   auto parsed = ParseSharedConfig(SerializeSharedConfig(config));
   REQUIRE(parsed.ok());
   CHECK(*parsed == config);

@@ -245,7 +245,8 @@ py::capsule ResultToDlpack(py::object result, int dtype) {
   alignas(64) static char empty_storage[64];
   DLTensor& t = guard->managed.dl_tensor;
   t.data = data != nullptr ? data : empty_storage;
-  t.device = DLDevice{kDLCPU, 0};
+  const int32_t device = chorus_result_output_device(guard->result);
+  t.device = device < 0 ? DLDevice{kDLCPU, 0} : DLDevice{kDLCUDA, device};
   t.ndim = ndim;
   t.dtype = kDlTypes[dtype];
   t.shape = guard->shape.data();

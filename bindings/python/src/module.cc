@@ -62,6 +62,7 @@ struct OpSpec {
   int32_t process_set_id = 0;
   std::vector<int64_t> splits;
   std::vector<int32_t> process_set_ranks;
+  uintptr_t stream = 0;  // GPU tensors: the producing cudaStream_t
 };
 
 chorus_tensor_t ToC(const TensorSpec& t) {
@@ -91,6 +92,7 @@ chorus_op_t ToC(const OpSpec& spec) {
   op.num_splits = static_cast<int32_t>(spec.splits.size());
   op.process_set_ranks = spec.process_set_ranks.empty() ? nullptr : spec.process_set_ranks.data();
   op.num_process_set_ranks = static_cast<int32_t>(spec.process_set_ranks.size());
+  op.stream = reinterpret_cast<void*>(spec.stream);
   return op;
 }
 
@@ -313,11 +315,12 @@ PyObject* SetChorusError(int code) {
 }
 
 // enqueue_op(type, name, data, dtype, shape, device, reduce_op, prescale, postscale, root_rank,
-//            process_set_id, output) -> handle. output: None or (data, dtype, shape, device).
-// An empty name submits no name. Raises like enqueue.
+//            process_set_id, output[, stream]) -> handle. output: None or (data, dtype, shape,
+// device); stream: the producing cudaStream_t of GPU tensors (default 0). An empty name
+// submits no name. Raises like enqueue.
 PyObject* EnqueueOp(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs != 12) {
-    PyErr_SetString(PyExc_TypeError, "enqueue_op takes 12 positional arguments");
+  if (nargs != 12 && nargs != 13) {
+    PyErr_SetString(PyExc_TypeError, "enqueue_op takes 12 or 13 positional arguments");
     return nullptr;
   }
   chorus_op_t op;
@@ -350,6 +353,11 @@ PyObject* EnqueueOp(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   op.reduce_op = static_cast<int32_t>(reduce_op);
   op.root_rank = static_cast<int32_t>(root_rank);
   op.process_set_id = static_cast<int32_t>(set_id);
+  if (nargs == 13) {
+    int64_t stream = 0;
+    if (!ArgInt(args[12], &stream)) return nullptr;
+    op.stream = reinterpret_cast<void*>(static_cast<uintptr_t>(stream));
+  }
   chorus_handle_t handle = 0;
   int code = chorus_enqueue(&op, nullptr, nullptr, &handle);
   if (code != 0) return SetChorusError(code);
@@ -398,7 +406,7 @@ PyMethodDef g_fast_methods[] = {
     {"enqueue_op", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&EnqueueOp)),
      METH_FASTCALL,
      "enqueue_op(type, name, data, dtype, shape, device, reduce_op, prescale, "
-     "postscale, root_rank, process_set_id, output) -> handle"},
+     "postscale, root_rank, process_set_id, output[, stream]) -> handle"},
     {"release_status", &ReleaseStatus, METH_O,
      "release_status(handle) -> None on success, else (code, message)"},
     {nullptr, nullptr, 0, nullptr}};
@@ -437,7 +445,8 @@ PYBIND11_MODULE(_C, m) {
       .def_readwrite("root_rank", &OpSpec::root_rank)
       .def_readwrite("process_set_id", &OpSpec::process_set_id)
       .def_readwrite("splits", &OpSpec::splits)
-      .def_readwrite("process_set_ranks", &OpSpec::process_set_ranks);
+      .def_readwrite("process_set_ranks", &OpSpec::process_set_ranks)
+      .def_readwrite("stream", &OpSpec::stream);
 
   py::class_<Result>(m, "Result")
       .def_property_readonly("code", &Result::code)

@@ -52,6 +52,7 @@ typedef struct {
   int32_t num_splits;
   const int32_t* process_set_ranks;
   int32_t num_process_set_ranks;
+  void* stream; /* GPU tensors: the producing cudaStream_t (NULL: the legacy default stream) */
 } chorus_op_t;
 
 /* Fills an op with the defaults of chorus::OpRequest (sum, factors 1, set 0, ...). */
@@ -106,6 +107,8 @@ CHORUS_EXPORT int chorus_result_status(const chorus_result_t* result, const char
 CHORUS_EXPORT void chorus_result_output(const chorus_result_t* result, void** data,
                                         int64_t* num_bytes, int32_t* ndim,
                                         const int64_t** shape);
+/* Where that output lives: -1 for host memory, else the CUDA device ordinal. */
+CHORUS_EXPORT int32_t chorus_result_output_device(const chorus_result_t* result);
 /* alltoall: rows received from each rank (count entries). */
 CHORUS_EXPORT void chorus_result_received_splits(const chorus_result_t* result,
                                                  const int64_t** splits, int32_t* count);

@@ -14,8 +14,8 @@
 //   absl::Status st = chorus::Wait(*h);  // the gradient now holds the average over all ranks
 //
 // Thread-safety: every function here is thread-safe. Enqueue never blocks on the network; Wait
-// blocks the calling thread only. Callbacks run on the background thread and must not block or
-// call Wait.
+// blocks the calling thread only. Callbacks run on the background thread (GPU ops: on the GPU
+// completion thread) and must not block or call Wait.
 #ifndef CHORUS_CHORUS_H_
 #define CHORUS_CHORUS_H_
 
@@ -24,6 +24,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -44,9 +45,37 @@ struct Topology {
   bool is_homogeneous = true;  // every host runs the same number of ranks
 };
 
-// A buffer the runtime allocated for an op's output (allgather, alltoall, reducescatter).
-// Immutable once the op completes; shared so that bindings can hand it out without a copy.
-using OutputBuffer = std::vector<std::byte>;
+// A buffer the runtime allocated for an op's output (allgather, alltoall, reducescatter):
+// host memory, or device memory for an op on GPU tensors (on the input's device). Immutable
+// once the op completes; shared so that bindings can hand it out without a copy. The memory is
+// released with the last reference.
+class OutputBuffer {
+ public:
+  // `bytes` bytes of host memory, uninitialised.
+  explicit OutputBuffer(size_t bytes)
+      : host_(new std::byte[bytes]), data_(host_.get()), size_(bytes) {}
+  // Adopts `data` (`bytes` bytes on `device`); `release(data)` runs on destruction.
+  OutputBuffer(std::byte* data, size_t bytes, int32_t device,
+               std::function<void(std::byte*)> release)
+      : data_(data), size_(bytes), device_(device), release_(std::move(release)) {}
+  ~OutputBuffer() {
+    if (release_) release_(data_);
+  }
+  OutputBuffer(const OutputBuffer&) = delete;
+  OutputBuffer& operator=(const OutputBuffer&) = delete;
+
+  std::byte* data() const { return data_; }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  int32_t device() const { return device_; }  // kCpuDevice for host memory
+
+ private:
+  std::unique_ptr<std::byte[]> host_;
+  std::byte* data_ = nullptr;
+  size_t size_ = 0;
+  int32_t device_ = kCpuDevice;
+  std::function<void(std::byte*)> release_;
+};
 
 // One collective submitted by this rank. Every rank of the process set submits an op with the
 // same `name`, `type` and compatible parameters; ranks may submit in any order.
@@ -77,6 +106,11 @@ struct OpRequest {
   std::vector<int64_t> splits;
   // add-process-set only: the world ranks of the new set, ascending.
   std::vector<int32_t> process_set_ranks;
+  // GPU tensors: the framework stream (a cudaStream_t; null is the legacy default stream) on
+  // which `input` (and `output`) are produced. Enqueue records an event on it; chorus reads the
+  // tensors only after that event. The op's callback runs once the result is complete on the
+  // device, so the framework may use it on any stream afterwards.
+  void* stream = nullptr;
 };
 
 // What an op produced. `status` is OK on success; otherwise its code says why:
@@ -96,7 +130,8 @@ struct OpResult {
 };
 
 using Handle = int64_t;
-// Runs on the background thread when the op completes; must not block.
+// Runs when the op completes, on the background thread (GPU ops: on the GPU completion
+// thread); must not block.
 using DoneCallback = std::function<void(const OpResult&)>;
 
 struct InitOptions {

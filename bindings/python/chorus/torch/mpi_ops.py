@@ -80,6 +80,15 @@ def _spec(tensor):
                          _device(tensor))
 
 
+def _stream(tensor):
+    """The stream a CUDA tensor is being produced on (torch's current stream of its device),
+    as an integer cudaStream_t; 0 for host tensors. chorus reads the tensor only after the work
+    queued on it so far."""
+    if tensor.device.type != "cuda":
+        return 0
+    return torch.cuda.current_stream(tensor.device).cuda_stream
+
+
 def _contiguous(tensor):
     if not isinstance(tensor, torch.Tensor):
         raise ValueError("expected a torch.Tensor, got %s" % type(tensor).__name__)
@@ -101,12 +110,9 @@ def _output_tensor(result, dtype, device):
     """The runtime-allocated output of `result` as a tensor, without a copy: the tensor owns
     the runtime's buffer (through DLPack) and frees it when it goes. `result` is taken.
 
-    bool crosses DLPack as uint8 (torch 1.13 exports and imports no DLPack bool).
+    bool crosses DLPack as uint8 (torch 1.13 exports and imports no DLPack bool). The output
+    of an op on CUDA tensors is on the input's device, complete once the op's handle is done.
     """
-    if device.type != "cpu":  # runtime outputs live in host memory
-        out = torch.empty(result.output_shape, dtype=dtype, device=device)
-        host = _output_tensor(result, dtype, torch.device("cpu"))
-        return out.copy_(host)
     if dtype is torch.bool:
         return torch_dlpack.from_dlpack(_C.result_to_dlpack(result, 0)).view(torch.bool)
     return torch_dlpack.from_dlpack(_C.result_to_dlpack(result, _DTYPES[dtype]))
@@ -145,6 +151,7 @@ def _reduction_spec(kind, tensor, name, op, process_set, prescale_factor, postsc
     work = _contiguous(tensor)
     spec = _new_op(kind, name, process_set)
     spec.input = _spec(work)
+    spec.stream = _stream(work)
     spec.reduce_op = op
     spec.prescale_factor = float(prescale_factor)
     spec.postscale_factor = float(postscale_factor)
@@ -192,9 +199,14 @@ def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor
     if output is not None:
         out_args = (output.data_ptr(), _dtype_code(output), output.shape,
                     -1 if output.is_cpu else _device(output))
-    c_handle = _C.enqueue_op(_handles.ALLREDUCE, full_name, work_in.data_ptr(), dtype,
-                             work_in.shape, device, op, prescale_factor, postscale_factor, 0,
-                             set_id, out_args)
+    if device < 0:
+        c_handle = _C.enqueue_op(_handles.ALLREDUCE, full_name, work_in.data_ptr(), dtype,
+                                 work_in.shape, device, op, prescale_factor, postscale_factor, 0,
+                                 set_id, out_args)
+    else:
+        c_handle = _C.enqueue_op(_handles.ALLREDUCE, full_name, work_in.data_ptr(), dtype,
+                                 work_in.shape, device, op, prescale_factor, postscale_factor, 0,
+                                 set_id, out_args, _stream(work_in))
     if output is not None:
         return _handles.submit_op(c_handle, (tensor, work_in, output), lambda: output)
     if work_in is tensor:
@@ -353,6 +365,7 @@ def _allgather_specs(tensors, base, process_set, grouped):
         spec = _new_op(_handles.ALLGATHER, "%s_%d" % (base, i) if grouped else base,
                        process_set)
         spec.input = _spec(work)
+        spec.stream = _stream(work)
         specs.append(spec)
         keep.append((t, work))
     return specs, keep
@@ -418,6 +431,7 @@ def _broadcast_async(tensor, target, root_rank, name, process_set):
     work = _contiguous(target)
     spec = _new_op(_handles.BROADCAST, _op_name("broadcast", name, process_set), process_set)
     spec.input = _spec(work)
+    spec.stream = _stream(work)
     spec.root_rank = int(root_rank)
     return _handles.submit([spec], (tensor, target, work),
                            lambda results: _writeback(target, work))
@@ -489,6 +503,7 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
     split_list = _splits_list(splits)
     spec = _new_op(_handles.ALLTOALL, _op_name("alltoall", name, process_set), process_set)
     spec.input = _spec(work)
+    spec.stream = _stream(work)
     spec.splits = split_list
     dtype, device = tensor.dtype, tensor.device
 

@@ -1,0 +1,81 @@
+// File: runtime/collective_math.h
+//
+// Arithmetic every data plane (CPU executor, GPU launcher) derives identically from a Response,
+// so that the ranks' collectives line up.
+//
+// Thread-safety: pure functions.
+#ifndef CHORUS_RUNTIME_COLLECTIVE_MATH_H_
+#define CHORUS_RUNTIME_COLLECTIVE_MATH_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "chorus/types.h"
+#include "runtime/message.h"
+
+namespace chorus::runtime {
+
+// The reduction the backend runs for `op` (Average is a Sum followed by scaling).
+inline ReduceOp BackendOp(ReduceOp op) { return op == ReduceOp::kAverage ? ReduceOp::kSum : op; }
+
+// The factor applied after the reduction: the response's postscale, and 1/size for Average.
+inline double PostscaleFor(const Response& response, int set_size) {
+  double factor = response.postscale_factor;
+  if (response.reduce_op == ReduceOp::kAverage) factor /= set_size;
+  return factor;
+}
+
+// Elements of one first-dimension slice of `shape` (1 for a vector).
+inline int64_t RowElements(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (size_t d = 1; d < shape.size(); ++d) n *= shape[d];
+  return n;
+}
+
+// Elements each rank receives from a reducescatter of `shape` over `size` ranks: the first
+// dimension split as evenly as possible, the first (dim0 % size) ranks taking one row more.
+inline std::vector<int64_t> ReducescatterCounts(const std::vector<int64_t>& shape, int size) {
+  const int64_t dim0 = shape[0];
+  const int64_t row = RowElements(shape);
+  std::vector<int64_t> counts(size);
+  for (int r = 0; r < size; ++r) counts[r] = (dim0 / size + (r < dim0 % size ? 1 : 0)) * row;
+  return counts;
+}
+
+// Byte counts and offsets of one alltoall on this rank: send_rows[r] rows go to rank r,
+// recv_rows[r] rows come from it, each row `row_bytes` bytes, packed in rank order.
+struct AlltoallLayout {
+  std::vector<int64_t> send_bytes, send_offsets, recv_bytes, recv_offsets;
+  int64_t send_total = 0;  // bytes
+  int64_t recv_total = 0;  // bytes
+  int64_t recv_rows = 0;   // the output's first dimension
+};
+inline AlltoallLayout MakeAlltoallLayout(const std::vector<int64_t>& send_rows,
+                                         const std::vector<int64_t>& recv_rows,
+                                         int64_t row_bytes) {
+  const size_t size = send_rows.size();
+  AlltoallLayout l;
+  l.send_bytes.resize(size);
+  l.send_offsets.resize(size);
+  l.recv_bytes.resize(size);
+  l.recv_offsets.resize(size);
+  for (size_t r = 0; r < size; ++r) {
+    l.send_bytes[r] = send_rows[r] * row_bytes;
+    l.send_offsets[r] = l.send_total;
+    l.send_total += l.send_bytes[r];
+    l.recv_bytes[r] = recv_rows[r] * row_bytes;
+    l.recv_offsets[r] = l.recv_total;
+    l.recv_total += l.recv_bytes[r];
+    l.recv_rows += recv_rows[r];
+  }
+  return l;
+}
+
+// Rows rank `rank` keeps of a reducescatter of first dimension `dim0` over `size` ranks.
+inline int64_t ReducescatterRows(int64_t dim0, int size, int rank) {
+  return dim0 / size + (rank < dim0 % size ? 1 : 0);
+}
+
+}  // namespace chorus::runtime
+
+#endif  // CHORUS_RUNTIME_COLLECTIVE_MATH_H_

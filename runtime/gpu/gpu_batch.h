@@ -1,0 +1,45 @@
+// File: runtime/gpu/gpu_batch.h
+//
+// One fused response launched on a GPU stream, from the moment its work is queued on the
+// device until its callbacks fire: what the completion thread (gpu_completion_queue.h) watches.
+//
+// Thread-safety: a plain value, owned by one thread at a time (built by the background thread,
+// then handed to the completion thread).
+#ifndef CHORUS_RUNTIME_GPU_GPU_BATCH_H_
+#define CHORUS_RUNTIME_GPU_GPU_BATCH_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+
+#include "chorus/chorus.h"
+#include "ops/gpu_platform.h"
+#include "runtime/tensor_entry.h"
+
+namespace chorus::runtime {
+
+struct GpuBatch {
+  int device = 0;
+  // Recorded on the chorus stream after the batch's last work (copy-out): done means every
+  // output is final on the device.
+  ops::gpu::EventHandle done = nullptr;
+  // The communicator the batch's collective runs on, polled for asynchronous errors while the
+  // batch waits. Borrowed: the GPU data plane keeps it alive until the completion queue is
+  // drained.
+  ops::gpu::GpuCommunicator* communicator = nullptr;
+  // For error messages: "allreduce of 3 tensors ('a', 'b', 'c')".
+  std::string what;
+  // This rank's entries of the batch and their results (parallel vectors).
+  std::vector<std::unique_ptr<TensorEntry>> entries;
+  std::vector<OpResult> results;
+  // Device buffers used only by this batch, freed once it is done.
+  std::vector<void*> scratch;
+  // Past this, the batch is declared stuck (Config::gpu_op_timeout).
+  absl::Time deadline = absl::InfiniteFuture();
+};
+
+}  // namespace chorus::runtime
+
+#endif  // CHORUS_RUNTIME_GPU_GPU_BATCH_H_

@@ -1,0 +1,457 @@
+#include "runtime/gpu/gpu_data_plane.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+#include "ops/cuda/batched_copy_plan.h"
+#include "runtime/collective_math.h"
+#include "runtime/common/logging.h"
+#include "runtime/common/status_macros.h"
+#include "runtime/executor.h"
+
+namespace chorus::runtime {
+namespace {
+
+using ops::gpu::BatchedCopyPlan;
+using ops::gpu::CopyEntry;
+using ops::gpu::GpuPlatform;
+
+// Fused tensors start on 16-byte boundaries so the copy kernels use vector accesses.
+constexpr int64_t kFusionAlign = 16;
+
+std::byte* Bytes(void* p) { return static_cast<std::byte*>(p); }
+
+void* OutputOf(const TensorEntry& entry) {
+  return entry.op.output.data != nullptr ? entry.op.output.data : entry.op.input.data;
+}
+
+// "allreduce of 'a'" or "allreduce of 3 tensors ('a', 'b', 'c')" (at most 4 names).
+std::string Describe(const Response& response) {
+  const size_t n = response.names.size();
+  if (n == 1) return absl::StrCat(OpTypeName(response.type), " of '", response.names[0], "'");
+  std::vector<std::string> shown(response.names.begin(),
+                                 response.names.begin() + std::min<size_t>(n, 4));
+  return absl::StrCat(OpTypeName(response.type), " of ", n, " tensors ('",
+                      absl::StrJoin(shown, "', '"), n > 4 ? "', ..." : "'", ")");
+}
+
+}  // namespace
+
+// Note [GPU launch]: one Launcher enqueues one response on one lane and fills a GpuBatch.
+class GpuDataPlane::Launcher {
+ public:
+  // `alltoall_rows`: an alltoall's rows received from each rank (exchanged beforehand).
+  Launcher(GpuDataPlane& plane, Lane& lane, const Response& response,
+           const std::vector<int64_t>& alltoall_rows, GpuBatch& batch)
+      : plane_(plane),
+        platform_(*plane.platform_),
+        lane_(lane),
+        response_(response),
+        recv_rows_(alltoall_rows),
+        batch_(batch),
+        comm_(*lane.communicator) {}
+
+  absl::Status Run() {
+    for (const std::unique_ptr<TensorEntry>& entry : batch_.entries) {
+      if (entry != nullptr && entry->ready_event != nullptr) {
+        CHORUS_RETURN_IF_ERROR(
+            platform_.StreamWaitEvent(lane_.device, lane_.stream, entry->ready_event));
+      }
+    }
+    switch (response_.type) {
+      case OpType::kAllreduce:
+        return Allreduce();
+      case OpType::kAllgather:
+        return Allgather();
+      case OpType::kBroadcast:
+        return Broadcast();
+      case OpType::kAlltoall:
+        return Alltoall();
+      case OpType::kReducescatter:
+        return Reducescatter();
+      default:
+        return absl::InternalError(absl::StrCat("the GPU data plane cannot run a ",
+                                                OpTypeName(response_.type), " response"));
+    }
+  }
+
+ private:
+  TensorEntry* Entry(size_t i) { return batch_.entries[i].get(); }
+
+  // One batched-copy launch of `copies` with `scale` (nothing for an empty batch).
+  absl::Status Copy(const std::vector<CopyEntry>& copies, double scale) {
+    if (copies.empty()) return absl::OkStatus();
+    ops::gpu::PlanOptions options;
+    options.check_overlap = false;  // fusion-buffer slices and distinct tensors
+    CHORUS_RETURN_IF_ERROR(ops::gpu::PlanBatchedCopy(copies, scale, options, &plan_));
+    return platform_.EnqueueCopy(lane_.device, plan_, lane_.stream);
+  }
+
+  // A device output of `bytes` bytes for result `i`, freed with its last reference.
+  absl::StatusOr<std::byte*> NewOutput(size_t i, int64_t bytes) {
+    std::byte* data = nullptr;
+    if (bytes > 0) {
+      CHORUS_ASSIGN_OR_RETURN(void* p, platform_.Allocate(lane_.device, bytes));
+      data = Bytes(p);
+    }
+    batch_.results[i].output = std::make_shared<OutputBuffer>(
+        data, static_cast<size_t>(bytes), lane_.device,
+        [platform = plane_.platform_, device = lane_.device](std::byte* p) {
+          if (p != nullptr) platform->Free(device, p);
+        });
+    return data;
+  }
+
+  absl::Status Allreduce() {
+    const DataType dtype = response_.dtype;
+    const ReduceOp op = BackendOp(response_.reduce_op);
+    const double pre = response_.prescale_factor;
+    const double post = PostscaleFor(response_, comm_.size());
+    const size_t n = response_.names.size();
+
+    if (n == 1 && Entry(0) != nullptr) {
+      // One tensor: reduced where it is, scaled in place around the collective.
+      TensorEntry& e = *Entry(0);
+      const int64_t count = NumElements(response_.shapes[0]);
+      const void* src = e.op.input.data;
+      void* dst = OutputOf(e);
+      if (pre != 1.0) {
+        CHORUS_RETURN_IF_ERROR(Copy({CopyEntry{src, dst, count, dtype, dtype}}, pre));
+        src = dst;
+      }
+      CHORUS_RETURN_IF_ERROR(comm_.Allreduce(src, dst, count, dtype, op, lane_.stream));
+      if (post != 1.0)
+        CHORUS_RETURN_IF_ERROR(Copy({CopyEntry{dst, dst, count, dtype, dtype}}, post));
+      return absl::OkStatus();
+    }
+
+    std::vector<int64_t> counts(n);
+    for (size_t i = 0; i < n; ++i) counts[i] = NumElements(response_.shapes[i]);
+    const ops::gpu::FusionLayout layout = ops::gpu::PackFusionLayout(counts, dtype, kFusionAlign);
+    CHORUS_ASSIGN_OR_RETURN(void* fusion, plane_.FusionBuffer(lane_, layout.total_bytes));
+    std::byte* buffer = Bytes(fusion);
+    std::vector<CopyEntry> in, out;
+    for (size_t i = 0; i < n; ++i) {
+      std::byte* slot = buffer + layout.offsets[i];
+      if (Entry(i) == nullptr) {
+        // A joined rank contributes the op's identity and drops the result.
+        CHORUS_RETURN_IF_ERROR(
+            platform_.EnqueueFillIdentity(lane_.device, slot, counts[i], dtype, op, lane_.stream));
+        continue;
+      }
+      in.push_back(CopyEntry{Entry(i)->op.input.data, slot, counts[i], dtype, dtype});
+      out.push_back(CopyEntry{slot, OutputOf(*Entry(i)), counts[i], dtype, dtype});
+    }
+    CHORUS_RETURN_IF_ERROR(Copy(in, pre));
+    const int64_t elements = layout.total_bytes / static_cast<int64_t>(DataTypeSize(dtype));
+    CHORUS_RETURN_IF_ERROR(comm_.Allreduce(buffer, buffer, elements, dtype, op, lane_.stream));
+    return Copy(out, post);
+  }
+
+  absl::Status Allgather() {
+    const int size = comm_.size();
+    const int me = comm_.rank();
+    const int64_t esize = static_cast<int64_t>(DataTypeSize(response_.dtype));
+    const size_t m = response_.names.size();
+    auto first_dim = [&](size_t k, int r) { return response_.first_dims[k * size + r]; };
+    std::vector<int64_t> row_bytes(m);
+    std::vector<std::byte*> outputs(m);
+    for (size_t k = 0; k < m; ++k) {
+      row_bytes[k] = RowElements(response_.shapes[k]) * esize;
+      int64_t rows = 0;
+      for (int r = 0; r < size; ++r) rows += first_dim(k, r);
+      CHORUS_ASSIGN_OR_RETURN(outputs[k], NewOutput(k, rows * row_bytes[k]));
+      batch_.results[k].output_shape = response_.shapes[k];
+      batch_.results[k].output_shape[0] = rows;
+    }
+    std::vector<int64_t> recv_bytes(size, 0);
+    for (int r = 0; r < size; ++r) {
+      for (size_t k = 0; k < m; ++k) recv_bytes[r] += first_dim(k, r) * row_bytes[k];
+    }
+    if (m == 1) {
+      return comm_.Allgatherv(Entry(0)->op.input.data, outputs[0], recv_bytes, lane_.stream);
+    }
+    // Several tensors: pack this rank's rows, gather rank-major, unpack per tensor.
+    int64_t total = 0;
+    for (int64_t b : recv_bytes) total += b;
+    CHORUS_ASSIGN_OR_RETURN(void* fusion, plane_.FusionBuffer(lane_, recv_bytes[me] + total));
+    std::byte* send = Bytes(fusion);
+    std::byte* recv = send + recv_bytes[me];
+    std::vector<CopyEntry> in, out;
+    int64_t off = 0;
+    for (size_t k = 0; k < m; ++k) {
+      const int64_t bytes = first_dim(k, me) * row_bytes[k];
+      in.push_back(CopyEntry{Entry(k)->op.input.data, send + off, bytes, DataType::kUint8,
+                             DataType::kUint8});
+      off += bytes;
+    }
+    std::vector<int64_t> out_off(m, 0);
+    const std::byte* src = recv;
+    for (int r = 0; r < size; ++r) {
+      for (size_t k = 0; k < m; ++k) {
+        const int64_t bytes = first_dim(k, r) * row_bytes[k];
+        if (bytes > 0) {
+          out.push_back(
+              CopyEntry{src, outputs[k] + out_off[k], bytes, DataType::kUint8, DataType::kUint8});
+        }
+        out_off[k] += bytes;
+        src += bytes;
+      }
+    }
+    CHORUS_RETURN_IF_ERROR(Copy(in, 1.0));
+    CHORUS_RETURN_IF_ERROR(comm_.Allgatherv(send, recv, recv_bytes, lane_.stream));
+    return Copy(out, 1.0);
+  }
+
+  absl::Status Broadcast() {
+    for (size_t i = 0; i < batch_.entries.size(); ++i) {
+      const TensorView& t = Entry(i)->op.input;
+      CHORUS_RETURN_IF_ERROR(
+          comm_.Broadcast(t.data, t.num_bytes(), response_.root_rank, lane_.stream));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Alltoall() {
+    const int size = comm_.size();
+    TensorEntry& e = *Entry(0);
+    const TensorView& in = e.op.input;
+    const int64_t row_bytes =
+        RowElements(in.shape) * static_cast<int64_t>(DataTypeSize(in.dtype));
+    std::vector<int64_t> send_rows = e.op.splits;
+    if (send_rows.empty()) send_rows.assign(size, in.shape[0] / size);
+    const AlltoallLayout l = MakeAlltoallLayout(send_rows, recv_rows_, row_bytes);
+    CHORUS_ASSIGN_OR_RETURN(std::byte * out, NewOutput(0, l.recv_total));
+    OpResult& result = batch_.results[0];
+    result.output_shape = in.shape;
+    result.output_shape[0] = l.recv_rows;
+    result.received_splits = recv_rows_;
+    return comm_.Alltoallv(in.data, l.send_bytes, l.send_offsets, out, l.recv_bytes,
+                           l.recv_offsets, lane_.stream);
+  }
+
+  absl::Status Reducescatter() {
+    const int size = comm_.size();
+    const int me = comm_.rank();
+    TensorEntry& e = *Entry(0);
+    const TensorView& in = e.op.input;
+    const int64_t esize = static_cast<int64_t>(DataTypeSize(in.dtype));
+    const std::vector<int64_t> counts = ReducescatterCounts(in.shape, size);
+    OpResult& result = batch_.results[0];
+    result.output_shape = in.shape;
+    result.output_shape[0] = ReducescatterRows(in.shape[0], size, me);
+    CHORUS_ASSIGN_OR_RETURN(std::byte * out, NewOutput(0, counts[me] * esize));
+    const void* send = in.data;
+    if (response_.prescale_factor != 1.0 && in.num_elements() > 0) {
+      CHORUS_ASSIGN_OR_RETURN(void* scaled, platform_.Allocate(lane_.device, in.num_bytes()));
+      batch_.scratch.push_back(scaled);
+      CHORUS_RETURN_IF_ERROR(
+          Copy({CopyEntry{in.data, scaled, in.num_elements(), in.dtype, in.dtype}},
+               response_.prescale_factor));
+      send = scaled;
+    }
+    CHORUS_RETURN_IF_ERROR(comm_.ReduceScatter(send, out, counts, in.dtype,
+                                               BackendOp(response_.reduce_op), lane_.stream));
+    const double post = PostscaleFor(response_, size);
+    if (post == 1.0) return absl::OkStatus();
+    return Copy({CopyEntry{out, out, counts[me], in.dtype, in.dtype}}, post);
+  }
+
+  GpuDataPlane& plane_;
+  GpuPlatform& platform_;
+  Lane& lane_;
+  const Response& response_;
+  const std::vector<int64_t>& recv_rows_;
+  GpuBatch& batch_;
+  ops::gpu::GpuCommunicator& comm_;
+  BatchedCopyPlan plan_;
+};
+
+GpuDataPlane::GpuDataPlane(std::shared_ptr<GpuPlatform> platform, const SharedConfig& shared,
+                           absl::Duration op_timeout, GpuCompletionQueue::DeliverFn deliver)
+    : platform_(std::move(platform)),
+      shared_(shared),
+      op_timeout_(op_timeout),
+      deliver_(deliver),
+      completions_(std::make_unique<GpuCompletionQueue>(platform_, std::move(deliver),
+                                                        [this] { AbortAll(); })) {}
+
+GpuDataPlane::~GpuDataPlane() {
+  completions_.reset();  // every batch has finished: nothing uses the lanes any more
+  {
+    MutexLock lock(&communicators_mu_);
+    communicators_.clear();
+  }
+  for (auto& [key, lane] : lanes_) {
+    lane.communicator.reset();  // ncclCommDestroy (unless aborted)
+    if (lane.fusion != nullptr) platform_->Free(lane.device, lane.fusion);
+    if (lane.stream != nullptr) platform_->DestroyStream(lane.device, lane.stream);
+  }
+}
+
+void GpuDataPlane::AbortAll() {
+  MutexLock lock(&communicators_mu_);
+  for (ops::gpu::GpuCommunicator* c : communicators_) c->Abort();
+}
+
+void GpuDataPlane::Fail(absl::Status status) { completions_->Fail(std::move(status)); }
+
+absl::StatusOr<void*> GpuDataPlane::FusionBuffer(Lane& lane, int64_t bytes) {
+  if (bytes <= lane.fusion_bytes) return lane.fusion;
+  // Grow to at least the fusion threshold. Freeing the old buffer waits for the device, which
+  // is still reading it only on this lane's stream (stream-ordered reuse).
+  const int64_t want = std::max(bytes, shared_.fusion_threshold_bytes);
+  if (lane.fusion != nullptr) platform_->Free(lane.device, lane.fusion);
+  lane.fusion = nullptr;
+  lane.fusion_bytes = 0;
+  CHORUS_ASSIGN_OR_RETURN(lane.fusion, platform_->Allocate(lane.device, want));
+  lane.fusion_bytes = want;
+  return lane.fusion;
+}
+
+absl::StatusOr<std::unique_ptr<ops::gpu::GpuCommunicator>> GpuDataPlane::JoinCommunicator(
+    int device, bool ready, ops::CollectiveBackend& set_backend) {
+  // Every member must be able to join before any does (ncclCommInitRank waits for all).
+  int64_t all_ready = ready ? 1 : 0;
+  CHORUS_RETURN_IF_ERROR(
+      set_backend.Allreduce(&all_ready, &all_ready, 1, DataType::kInt64, ReduceOp::kMin));
+  if (all_ready == 0) {
+    return absl::FailedPreconditionError(
+        "a rank of the process set could not set up its GPU stream, or its GPU data plane had "
+        "failed (see that rank's log)");
+  }
+  std::string id;
+  if (set_backend.rank() == 0) {
+    absl::StatusOr<std::string> made = platform_->NewCommunicatorId();
+    if (made.ok()) {
+      id = *std::move(made);
+    } else {
+      CHORUS_LOG(ERROR) << "cannot create a GPU communicator id: " << made.status();
+    }
+  }
+  int64_t length = static_cast<int64_t>(id.size());
+  CHORUS_RETURN_IF_ERROR(set_backend.Broadcast(&length, sizeof(length), 0));
+  if (length == 0) {
+    return absl::UnavailableError(
+        "the process set's first rank could not create a GPU communicator id (see its log)");
+  }
+  id.resize(static_cast<size_t>(length));
+  CHORUS_RETURN_IF_ERROR(set_backend.Broadcast(id.data(), length, 0));
+  return platform_->CreateCommunicator(id, set_backend.size(), set_backend.rank(), device);
+}
+
+absl::StatusOr<GpuDataPlane::Lane*> GpuDataPlane::GetLane(int32_t set_id, int device,
+                                                          ops::CollectiveBackend& set_backend) {
+  const int32_t index = static_cast<int32_t>(launches_[set_id]++ % shared_.num_nccl_streams);
+  auto [it, inserted] = lanes_.try_emplace({set_id, index});
+  Lane& lane = it->second;
+  if (!inserted) {
+    if (lane.device != device) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("chorus drives one GPU per process: process set ", set_id, " runs on GPU ",
+                       lane.device, ", not GPU ", device));
+    }
+    return &lane;
+  }
+  lane.device = device;
+  if (device_ < 0) device_ = device;
+  absl::StatusOr<ops::gpu::StreamHandle> stream = platform_->CreateStream(device);
+  if (stream.ok()) {
+    lane.stream = *stream;
+  } else {
+    CHORUS_LOG(ERROR) << "GPU stream on device " << device << ": " << stream.status();
+  }
+  absl::StatusOr<std::unique_ptr<ops::gpu::GpuCommunicator>> comm =
+      JoinCommunicator(device, stream.ok() && failure().ok(), set_backend);
+  if (!comm.ok()) {
+    if (lane.stream != nullptr) platform_->DestroyStream(device, lane.stream);
+    lanes_.erase(it);
+    if (!stream.ok()) return stream.status();
+    if (comm.status().code() != absl::StatusCode::kFailedPrecondition) {
+      completions_->Fail(comm.status());  // the members did not all join
+    }
+    return comm.status();
+  }
+  lane.communicator = *std::move(comm);
+  MutexLock lock(&communicators_mu_);
+  communicators_.push_back(lane.communicator.get());
+  return &lane;
+}
+
+absl::Status GpuDataPlane::Launch(const Response& response, int32_t set_id,
+                                  ops::CollectiveBackend& set_backend,
+                                  std::vector<std::unique_ptr<TensorEntry>> entries) {
+  GpuBatch batch;
+  batch.what = Describe(response);
+  // The device: this rank's tensors'. A joined rank holds none: it uses the GPU its lanes run
+  // on, or rank 0's ordinal before it has any.
+  int device = device_ >= 0 ? device_ : response.device;
+  for (const std::unique_ptr<TensorEntry>& e : entries) {
+    if (e != nullptr) {
+      device = e->op.input.device;
+      break;
+    }
+  }
+  batch.device = device;
+  batch.results.resize(entries.size());
+  batch.entries = std::move(entries);
+
+  // First the parts that talk over the set's CPU backend. Every member runs them whatever its
+  // own state, or a member would wait there forever (Note [GPU launch]).
+  absl::StatusOr<Lane*> lane = GetLane(set_id, device, set_backend);
+  std::vector<int64_t> alltoall_rows;
+  if (response.type == OpType::kAlltoall) {
+    const TensorEntry& e = *batch.entries.at(0);
+    std::vector<int64_t> send_rows = e.op.splits;
+    if (send_rows.empty())
+      send_rows.assign(set_backend.size(), e.op.input.shape[0] / set_backend.size());
+    absl::StatusOr<std::vector<int64_t>> rows = ExchangeRowCounts(set_backend, send_rows);
+    if (!rows.ok()) return rows.status();  // the CPU transport failed: fatal, as on the CPU path
+    alltoall_rows = *std::move(rows);
+  }
+
+  // Then the device work, which fails alone: a failure here fails the GPU data plane, and the
+  // next cycle's flags stop every rank.
+  absl::Status status = lane.ok() ? failure() : lane.status();
+  if (status.ok()) {
+    Launcher launcher(*this, **lane, response, alltoall_rows, batch);
+    status = launcher.Run();
+    if (status.ok())
+      status = [&]() -> absl::Status {
+        CHORUS_ASSIGN_OR_RETURN(batch.done, platform_->CreateEvent(device));
+        return platform_->RecordEvent(device, batch.done, (*lane)->stream);
+      }();
+    if (!status.ok()) {
+      status = absl::Status(status.code(), absl::StrCat("launching ", batch.what, " on GPU ",
+                                                        device, ": ", status.message()));
+      completions_->Fail(status);  // aborts the communicators: peers waiting in NCCL get out
+    }
+  }
+  if (status.ok()) batch.communicator = (*lane)->communicator.get();
+  if (op_timeout_ > absl::ZeroDuration()) batch.deadline = absl::Now() + op_timeout_;
+
+  // Joined ranks' slots carry no entry: only held entries are completed.
+  std::vector<std::unique_ptr<TensorEntry>> held;
+  std::vector<OpResult> results;
+  for (size_t i = 0; i < batch.entries.size(); ++i) {
+    if (batch.entries[i] == nullptr) continue;
+    held.push_back(std::move(batch.entries[i]));
+    results.push_back(std::move(batch.results[i]));
+  }
+  batch.entries = std::move(held);
+  batch.results = std::move(results);
+  if (!status.ok()) {
+    if (batch.done != nullptr) platform_->DestroyEvent(device, batch.done);
+    for (OpResult& r : batch.results) r = StatusResult(status);
+    deliver_(&batch.entries, &batch.results);
+    return absl::OkStatus();
+  }
+  completions_->Push(std::move(batch));
+  return absl::OkStatus();
+}
+
+}  // namespace chorus::runtime

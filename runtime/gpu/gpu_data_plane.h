@@ -1,0 +1,111 @@
+// File: runtime/gpu/gpu_data_plane.h
+//
+// The GPU half of the data plane, owned by the background loop: for each (process set, stream
+// index) a Lane with a chorus stream, a communicator and a device fusion buffer, all created on
+// first use; and the completion thread that finishes launched batches.
+//
+// Launching one fused response on GPU tensors (Note [GPU launch]):
+//   1. pick the lane: the set's responses take its CHORUS_NUM_NCCL_STREAMS lanes in turn (the
+//      same on every rank, since every rank launches the same responses in the same order);
+//   2. the lane's stream waits on each tensor's ready event (recorded on the framework's
+//      stream at Enqueue), so chorus never reads a tensor before the framework wrote it;
+//   3. copy-in (ONE batched-copy launch for the whole batch, prescale fused in), ONE
+//      collective on the communicator, copy-out (ONE launch, postscale and Average fused in);
+//      a single tensor skips the fusion buffer;
+//   4. a done event is recorded and the batch goes to the completion thread, which fires the
+//      callbacks once the event has passed. The background loop never waits for the device.
+//
+// Communicator set-up (first launch on a lane) is collective over the set: the members agree
+// over the set's CPU backend that each has its stream, set rank 0 creates the communicator id
+// and broadcasts it over the same backend, then every member joins (ncclCommInitRank).
+//
+// Failures: the CPU-side parts of a launch (communicator set-up, alltoall row counts) run on
+// every member whatever its state, so no member waits for another there. A device-side failure
+// (a launch error, an asynchronous NCCL error, a faulted or stuck batch found by the
+// completion thread) fails the GPU data plane (failure()): every communicator is aborted and
+// every batch in flight fails with Unavailable; the background loop then stops every rank in
+// the same cycle.
+//
+// Thread-safety: Launch, Fail and the destructor run on the background thread; failure() is
+// thread-safe. Callbacks of GPU ops run on the completion thread.
+#ifndef CHORUS_RUNTIME_GPU_GPU_DATA_PLANE_H_
+#define CHORUS_RUNTIME_GPU_GPU_DATA_PLANE_H_
+
+#include <map>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+#include "ops/collective_backend.h"
+#include "ops/gpu_platform.h"
+#include "runtime/common/mutex.h"
+#include "runtime/gpu/gpu_completion_queue.h"
+#include "runtime/message.h"
+
+namespace chorus::runtime {
+
+class GpuDataPlane {
+ public:
+  GpuDataPlane(std::shared_ptr<ops::gpu::GpuPlatform> platform, const SharedConfig& shared,
+               absl::Duration op_timeout, GpuCompletionQueue::DeliverFn deliver);
+  // Waits for every launched batch (they complete, or fail after a Fail), then destroys the
+  // communicators, streams and fusion buffers.
+  ~GpuDataPlane();
+  GpuDataPlane(const GpuDataPlane&) = delete;
+  GpuDataPlane& operator=(const GpuDataPlane&) = delete;
+
+  // Launches `response` (allreduce, allgather, broadcast, alltoall or reducescatter on GPU
+  // tensors) of process set `set_id`, whose CPU backend `set_backend` carries the set-up and
+  // the alltoall row counts. entries[i] is this rank's entry for response.names[i], or null
+  // where it holds none (a joined rank in an allreduce). The entries are always completed
+  // (through `deliver`): later by the completion thread, or before returning on error.
+  // A non-OK status is a failure of the set's CPU backend (fatal, as on the CPU path).
+  // REQUIRES: this rank is a member of the set.
+  absl::Status Launch(const Response& response, int32_t set_id, ops::CollectiveBackend& set_backend,
+                      std::vector<std::unique_ptr<TensorEntry>> entries);
+
+  // Aborts the communicators and fails everything in flight with `status` (the runtime is
+  // stopping after another failure).
+  void Fail(absl::Status status);
+  // OK until the GPU data plane failed.
+  absl::Status failure() const { return completions_->failure(); }
+
+ private:
+  struct Lane {
+    int device = 0;
+    ops::gpu::StreamHandle stream = nullptr;
+    std::unique_ptr<ops::gpu::GpuCommunicator> communicator;
+    void* fusion = nullptr;  // device fusion buffer
+    int64_t fusion_bytes = 0;
+  };
+  class Launcher;  // one launch (gpu_data_plane.cc)
+
+  absl::StatusOr<Lane*> GetLane(int32_t set_id, int device, ops::CollectiveBackend& set_backend);
+  absl::StatusOr<std::unique_ptr<ops::gpu::GpuCommunicator>> JoinCommunicator(
+      int device, bool ready, ops::CollectiveBackend& set_backend);
+  // The lane's fusion buffer with room for `bytes` bytes.
+  absl::StatusOr<void*> FusionBuffer(Lane& lane, int64_t bytes);
+  void AbortAll();
+
+  const std::shared_ptr<ops::gpu::GpuPlatform> platform_;
+  const SharedConfig shared_;
+  const absl::Duration op_timeout_;
+  const GpuCompletionQueue::DeliverFn deliver_;
+
+  std::map<std::pair<int32_t, int32_t>, Lane> lanes_;  // (set id, stream index)
+  std::map<int32_t, int64_t> launches_;                // per set: GPU responses launched
+  int device_ = -1;  // the GPU of the first lane (a process drives one GPU)
+  // Every communicator, for AbortAll from the completion thread.
+  Mutex communicators_mu_;
+  std::vector<ops::gpu::GpuCommunicator*> communicators_ ABSL_GUARDED_BY(communicators_mu_);
+
+  std::unique_ptr<GpuCompletionQueue> completions_;  // last: its thread stops first
+};
+
+}  // namespace chorus::runtime
+
+#endif  // CHORUS_RUNTIME_GPU_GPU_DATA_PLANE_H_

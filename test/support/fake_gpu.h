@@ -1,0 +1,114 @@
+// File: test/support/fake_gpu.h
+//
+// A GpuPlatform (ops/gpu_platform.h) without a GPU, for the unit tier: the runtime's whole GPU
+// path (ready events, lanes, fusion copies, communicators, the completion thread, failures)
+// runs against it with N simulated ranks in one process.
+//
+// - "Device memory" is host memory from Allocate (tracked, so tests can tell outputs live on
+//   the device and that nothing leaks).
+// - Every stream (CreateStream, and the null stream) is a worker thread running its work in
+//   order, so stream work really is asynchronous to the caller. Events follow CUDA's rules:
+//   RecordEvent captures the work queued so far, StreamWaitEvent holds later work until that
+//   work ran, EventDone is true once it ran.
+// - EnqueueCopy runs the plan with the host reference executor (ops/cuda/batched_copy_reference.h,
+//   bit for bit what the kernels produce); EnqueueFillIdentity with ops::FillIdentity.
+// - Communicators created with the same id by the platforms of one FakeGpuCluster (one platform
+//   per simulated rank) meet in process memory; a collective runs on the stream's worker when
+//   it gets there, blocking that stream until every member's matching call arrived, as NCCL.
+//
+// Fault injection on the cluster: HoldCollectives (collectives block: a stuck peer),
+// InjectAsyncError (AsyncError reports it: an NCCL failure), FailAllocations.
+//
+// Thread-safety: thread-safe, like every GpuPlatform.
+#ifndef CHORUS_TEST_SUPPORT_FAKE_GPU_H_
+#define CHORUS_TEST_SUPPORT_FAKE_GPU_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "ops/gpu_platform.h"
+
+namespace chorus::testing {
+
+class FakeGpuCluster {
+ public:
+  FakeGpuCluster();
+  ~FakeGpuCluster();
+  FakeGpuCluster(const FakeGpuCluster&) = delete;
+  FakeGpuCluster& operator=(const FakeGpuCluster&) = delete;
+
+  // From now on every collective blocks before it runs, until ReleaseCollectives or until its
+  // communicator is aborted (which makes it return without touching any buffer).
+  void HoldCollectives();
+  void ReleaseCollectives();
+  // Blocks until at least `n` collectives are being held.
+  void WaitUntilHeld(int n);
+  // Every communicator's AsyncError reports `message` (as Unavailable) from now on.
+  void InjectAsyncError(std::string message);
+
+  struct State;
+
+ private:
+  friend class FakeGpuPlatform;
+  std::shared_ptr<State> state_;
+};
+
+class FakeGpuPlatform final : public ops::gpu::GpuPlatform {
+ public:
+  // `num_devices` devices; 0 makes CheckDevice fail with "no CUDA device visible ...".
+  FakeGpuPlatform(FakeGpuCluster& cluster, int num_devices = 1);
+  ~FakeGpuPlatform() override;
+
+  // Test hook: runs `work` on `stream` (from CreateStream, or null) in order with its other
+  // work; a framework producing a tensor asynchronously.
+  void EnqueueHostWork(ops::gpu::StreamHandle stream, std::function<void()> work);
+
+  struct Counters {
+    int64_t copy_launches = 0;  // EnqueueCopy calls with a non-empty plan
+    int64_t collectives = 0;    // collectives enqueued on communicators
+    int64_t communicators_created = 0;
+    int64_t communicators_destroyed = 0;  // destroyed without an abort
+    int64_t communicators_aborted = 0;
+    int64_t live_allocations = 0;
+    int64_t live_events = 0;
+    int64_t live_streams = 0;  // created and not destroyed (the null stream not counted)
+  };
+  Counters counters() const;
+  // True when [p, p + bytes) lies in one live allocation of this platform.
+  bool IsDeviceMemory(const void* p, int64_t bytes) const;
+  // Makes every later Allocate fail with ResourceExhausted.
+  void FailAllocations();
+
+  // GpuPlatform.
+  std::string name() const override { return "fake"; }
+  absl::Status CheckDevice(int device) override;
+  absl::StatusOr<ops::gpu::StreamHandle> CreateStream(int device) override;
+  void DestroyStream(int device, ops::gpu::StreamHandle stream) override;
+  absl::StatusOr<ops::gpu::EventHandle> CreateEvent(int device) override;
+  void DestroyEvent(int device, ops::gpu::EventHandle event) override;
+  absl::Status RecordEvent(int device, ops::gpu::EventHandle event,
+                           ops::gpu::StreamHandle stream) override;
+  absl::Status StreamWaitEvent(int device, ops::gpu::StreamHandle stream,
+                               ops::gpu::EventHandle event) override;
+  absl::StatusOr<bool> EventDone(int device, ops::gpu::EventHandle event) override;
+  absl::StatusOr<void*> Allocate(int device, int64_t bytes) override;
+  void Free(int device, void* ptr) override;
+  absl::Status EnqueueCopy(int device, const ops::gpu::BatchedCopyPlan& plan,
+                           ops::gpu::StreamHandle stream) override;
+  absl::Status EnqueueFillIdentity(int device, void* ptr, int64_t count, DataType dtype,
+                                   ReduceOp op, ops::gpu::StreamHandle stream) override;
+  absl::StatusOr<std::string> NewCommunicatorId() override;
+  absl::StatusOr<std::unique_ptr<ops::gpu::GpuCommunicator>> CreateCommunicator(
+      const std::string& id, int size, int rank, int device) override;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace chorus::testing
+
+#endif  // CHORUS_TEST_SUPPORT_FAKE_GPU_H_

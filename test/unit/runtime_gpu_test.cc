@@ -1,0 +1,591 @@
+// The runtime's GPU path (runtime/gpu/) end to end with N simulated ranks over the in-process
+// fabric and the fake GPU platform (test/support/fake_gpu.h): routing of GPU tensors, fused
+// launches, ready events, completion off the background thread, failures and the communicator
+// lifecycle. The kernels and NCCL themselves are tested on a GPU (test/gpu/).
+#include <barrier>
+#include <cstring>
+#include <functional>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include <catch2/catch.hpp>
+
+#include "ops/gpu_platform.h"
+#include "runtime/runtime.h"
+#include "test/support/fake_gpu.h"
+#include "test/support/in_process_fabric.h"
+
+namespace chorus::runtime {
+namespace {
+
+using testing::FakeGpuCluster;
+using testing::FakeGpuPlatform;
+
+Config GpuTestConfig() {
+  Config c;
+  c.cycle_time = absl::Microseconds(200);
+  c.idle_cycle_time = absl::Milliseconds(2);
+  return c;
+}
+
+// Thread-safe record of failed checks in rank threads (Catch2 is not thread-safe).
+struct Failures {
+  std::mutex mu;
+  std::vector<std::string> messages;
+  void Check(bool ok, const std::string& what) {
+    if (ok) return;
+    std::lock_guard<std::mutex> lock(mu);
+    messages.push_back(what);
+  }
+  void Report() {
+    for (const std::string& m : messages) FAIL_CHECK(m);
+  }
+};
+
+struct GpuRank {
+  int rank = 0;
+  Runtime* runtime = nullptr;
+  FakeGpuPlatform* gpu = nullptr;
+  FakeGpuCluster* cluster = nullptr;
+};
+using GpuRankFn = std::function<void(GpuRank&)>;
+
+// Runs `fn` on `n` simulated ranks, each with its runtime and fake GPU platform (rank r uses
+// `devices_per_rank` devices); `after` runs on each rank after its runtime shut down.
+void RunGpuRanks(int n, const GpuRankFn& fn, Failures& f, Config config = GpuTestConfig(),
+                 int devices_per_rank = 1, const GpuRankFn& after = nullptr) {
+  testing::InProcessFabric fabric(n);
+  FakeGpuCluster cluster;
+  std::vector<std::shared_ptr<FakeGpuPlatform>> gpus;
+  for (int r = 0; r < n; ++r) {
+    gpus.push_back(std::make_shared<FakeGpuPlatform>(cluster, devices_per_rank));
+  }
+  std::barrier done(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      auto rt = Runtime::Create(config, fabric.CreateController(r), {}, gpus[r]);
+      f.Check(rt.ok(), absl::StrCat("rank ", r, " start: ", rt.status().ToString()));
+      if (!rt.ok()) {
+        done.arrive_and_drop();
+        return;
+      }
+      GpuRank me{r, rt->get(), gpus[r].get(), &cluster};
+      fn(me);
+      done.arrive_and_wait();
+      (*rt)->Shutdown();
+      rt->reset();
+      if (after) after(me);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+}
+
+// A tensor in fake device memory holding `values`; freed with the platform.
+template <typename T>
+TensorView DeviceTensor(FakeGpuPlatform& gpu, const std::vector<T>& values,
+                        std::vector<int64_t> shape, DataType dtype, int device = 0) {
+  void* p = *gpu.Allocate(device, static_cast<int64_t>(values.size() * sizeof(T)));
+  if (!values.empty()) std::memcpy(p, values.data(), values.size() * sizeof(T));
+  return TensorView{p, dtype, std::move(shape), device};
+}
+
+template <typename T>
+std::vector<T> Read(const void* p, size_t n) {
+  std::vector<T> out(n);
+  if (n > 0) std::memcpy(out.data(), p, n * sizeof(T));
+  return out;
+}
+
+OpRequest Op(OpType type, const std::string& name, TensorView input) {
+  OpRequest r;
+  r.type = type;
+  r.name = name;
+  r.input = std::move(input);
+  return r;
+}
+
+TEST_CASE("GPU allreduce of a fused group: one copy-in, one collective, one copy-out",
+          "[runtime][gpu]") {
+  const int n = GENERATE(2, 3);
+  const ReduceOp op = GENERATE(ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax,
+                               ReduceOp::kProduct);
+  Failures f;
+  RunGpuRanks(
+      n,
+      [&](GpuRank& me) {
+        // Five tensors of different sizes (one empty), value (rank + 1) * (t + 1) + i.
+        const std::vector<int64_t> sizes = {3, 0, 1000, 17, 64};
+        std::vector<OpRequest> group;
+        for (size_t t = 0; t < sizes.size(); ++t) {
+          std::vector<float> v(sizes[t]);
+          for (int64_t i = 0; i < sizes[t]; ++i) v[i] = (me.rank + 1.0f) * (t + 1.0f) + i % 5;
+          OpRequest r = Op(OpType::kAllreduce, absl::StrCat("g", t),
+                           DeviceTensor(*me.gpu, v, {sizes[t]}, DataType::kFloat32));
+          r.reduce_op = op;
+          r.prescale_factor = 2.0;
+          r.postscale_factor = 0.5;
+          group.push_back(r);
+        }
+        const FakeGpuPlatform::Counters before = me.gpu->counters();
+        auto handles = me.runtime->EnqueueGroup(group);
+        f.Check(handles.ok(), handles.status().ToString());
+        if (!handles.ok()) return;
+        for (Handle h : *handles) f.Check(me.runtime->Wait(h).ok(), "wait");
+        const FakeGpuPlatform::Counters after = me.gpu->counters();
+        f.Check(after.collectives - before.collectives == 1,
+                absl::StrCat("collectives: ", after.collectives - before.collectives));
+        f.Check(after.copy_launches - before.copy_launches == 2,
+                absl::StrCat("copy launches: ", after.copy_launches - before.copy_launches));
+        for (size_t t = 0; t < sizes.size(); ++t) {
+          const std::vector<float> got = Read<float>(group[t].input.data, sizes[t]);
+          for (int64_t i = 0; i < sizes[t]; ++i) {
+            // Every rank's prescaled value 2 * ((r + 1)(t + 1) + i % 5), reduced, then halved.
+            double want = 0;
+            for (int r = 0; r < n; ++r) {
+              const double x = 2.0 * ((r + 1.0) * (t + 1.0) + i % 5);
+              if (r == 0)
+                want = x;
+              else if (op == ReduceOp::kSum || op == ReduceOp::kAverage)
+                want += x;
+              else if (op == ReduceOp::kMin)
+                want = std::min(want, x);
+              else if (op == ReduceOp::kMax)
+                want = std::max(want, x);
+              else
+                want *= x;
+            }
+            want *= 0.5;
+            if (op == ReduceOp::kAverage) want /= n;
+            f.Check(std::abs(got[i] - want) <= 1e-5 * std::abs(want),
+                    absl::StrCat(ReduceOpName(op), " t", t, "[", i, "]: ", got[i], " != ", want));
+          }
+        }
+      },
+      f);
+  f.Report();
+}
+
+TEST_CASE("GPU allreduce of one tensor runs in place with no fusion copy", "[runtime][gpu]") {
+  Failures f;
+  RunGpuRanks(
+      2,
+      [&](GpuRank& me) {
+        std::vector<int64_t> v = {me.rank + 1, 10 * (me.rank + 1), -7};
+        OpRequest r =
+            Op(OpType::kAllreduce, "one", DeviceTensor(*me.gpu, v, {3}, DataType::kInt64));
+        // A separate output tensor on the same device.
+        r.output = DeviceTensor(*me.gpu, std::vector<int64_t>(3, 0), {3}, DataType::kInt64);
+        auto h = me.runtime->Enqueue(r);
+        f.Check(h.ok() && me.runtime->Wait(*h).ok(), "allreduce");
+        f.Check(me.gpu->counters().copy_launches == 0, "no copy for one unscaled tensor");
+        f.Check(Read<int64_t>(r.output.data, 3) == std::vector<int64_t>({3, 30, -14}), "sum");
+        f.Check(Read<int64_t>(r.input.data, 3) == v, "input untouched");
+      },
+      f);
+  f.Report();
+}
+
+TEST_CASE("GPU allgather, broadcast, alltoall and reducescatter give device outputs",
+          "[runtime][gpu]") {
+  const int n = GENERATE(2, 3);
+  Failures f;
+  RunGpuRanks(
+      n,
+      [&](GpuRank& me) {
+        const int r = me.rank;
+        // allgather: rank r contributes r + 1 rows of 2 int32; two tensors fused as a group.
+        std::vector<OpRequest> gathers;
+        for (int t = 0; t < 2; ++t) {
+          std::vector<int32_t> v;
+          for (int row = 0; row <= r; ++row) v.insert(v.end(), {100 * t + 10 * r + row, -r});
+          gathers.push_back(Op(OpType::kAllgather, absl::StrCat("ag", t),
+                               DeviceTensor(*me.gpu, v, {r + 1, 2}, DataType::kInt32)));
+        }
+        auto hg = me.runtime->EnqueueGroup(gathers);
+        // broadcast from rank 1 (in place).
+        std::vector<double> b = {r * 1.5, r * 2.5};
+        OpRequest bc =
+            Op(OpType::kBroadcast, "bc", DeviceTensor(*me.gpu, b, {2}, DataType::kFloat64));
+        bc.root_rank = 1;
+        auto hb = me.runtime->Enqueue(bc);
+        // alltoall: rank r sends j + 1 rows (of one uint8 each) to rank j, valued 10 * r + j.
+        std::vector<uint8_t> a;
+        std::vector<int64_t> splits;
+        for (int j = 0; j < n; ++j) {
+          splits.push_back(j + 1);
+          for (int k = 0; k <= j; ++k) a.push_back(static_cast<uint8_t>(10 * r + j));
+        }
+        OpRequest at =
+            Op(OpType::kAlltoall, "a2a",
+               DeviceTensor(*me.gpu, a, {static_cast<int64_t>(a.size())}, DataType::kUint8));
+        at.splits = splits;
+        auto ha = me.runtime->Enqueue(at);
+        // reducescatter of 2n + 1 rows of one float, average with prescale 3.
+        std::vector<float> s(2 * n + 1);
+        for (int i = 0; i < 2 * n + 1; ++i) s[i] = static_cast<float>(i + r);
+        OpRequest rs = Op(OpType::kReducescatter, "rs",
+                          DeviceTensor(*me.gpu, s, {2 * n + 1}, DataType::kFloat32));
+        rs.reduce_op = ReduceOp::kAverage;
+        rs.prescale_factor = 3.0;
+        auto hr = me.runtime->Enqueue(rs);
+
+        f.Check(hg.ok() && hb.ok() && ha.ok() && hr.ok(), "enqueue");
+        if (!(hg.ok() && hb.ok() && ha.ok() && hr.ok())) return;
+        for (int t = 0; t < 2; ++t) {
+          auto res = me.runtime->Release((*hg)[t]);
+          f.Check(res.ok() && res->status.ok(), "allgather");
+          if (!res.ok() || !res->status.ok()) continue;
+          const int64_t rows = n * (n + 1) / 2;
+          f.Check(res->output_shape == std::vector<int64_t>({rows, 2}), "allgather shape");
+          f.Check(
+              res->output->device() == 0 && me.gpu->IsDeviceMemory(res->output->data(), rows * 8),
+              "allgather output on the device");
+          std::vector<int32_t> want;
+          for (int q = 0; q < n; ++q) {
+            for (int row = 0; row <= q; ++row)
+              want.insert(want.end(), {100 * t + 10 * q + row, -q});
+          }
+          f.Check(Read<int32_t>(res->output->data(), want.size()) == want, "allgather values");
+        }
+        f.Check(me.runtime->Wait(*hb).ok(), "broadcast");
+        f.Check(Read<double>(bc.input.data, 2) == std::vector<double>({1.5, 2.5}),
+                "broadcast values");
+        auto ra = me.runtime->Release(*ha);
+        f.Check(ra.ok() && ra->status.ok(), "alltoall");
+        if (ra.ok() && ra->status.ok()) {
+          f.Check(ra->received_splits == std::vector<int64_t>(n, r + 1), "received splits");
+          std::vector<uint8_t> want;
+          for (int q = 0; q < n; ++q) {
+            for (int k = 0; k <= r; ++k) want.push_back(static_cast<uint8_t>(10 * q + r));
+          }
+          f.Check(Read<uint8_t>(ra->output->data(), want.size()) == want, "alltoall values");
+        }
+        auto rr = me.runtime->Release(*hr);
+        f.Check(rr.ok() && rr->status.ok(), "reducescatter");
+        if (rr.ok() && rr->status.ok()) {
+          // Rows split as evenly as possible, the first ranks taking one more.
+          const int64_t rows = (2 * n + 1) / n + (r < (2 * n + 1) % n ? 1 : 0);
+          int64_t first = 0;
+          for (int q = 0; q < r; ++q) first += (2 * n + 1) / n + (q < (2 * n + 1) % n ? 1 : 0);
+          f.Check(rr->output_shape == std::vector<int64_t>({rows}), "reducescatter shape");
+          const std::vector<float> got = Read<float>(rr->output->data(), rows);
+          for (int64_t i = 0; i < rows; ++i) {
+            // mean over q of 3 * (first + i + q)
+            const double want = 3.0 * (first + i + (n - 1) / 2.0);
+            f.Check(std::abs(got[i] - want) < 1e-5,
+                    absl::StrCat("rs[", i, "] ", got[i], " ", want));
+          }
+        }
+      },
+      f);
+  f.Report();
+}
+
+TEST_CASE("GPU ops read their inputs only after the framework's stream produced them",
+          "[runtime][gpu]") {
+  Failures f;
+  RunGpuRanks(
+      2,
+      [&](GpuRank& me) {
+        // The framework's stream writes the input only when the test lets it.
+        auto framework_stream = me.gpu->CreateStream(0);
+        f.Check(framework_stream.ok(), "stream");
+        std::vector<float> stale = {-1, -1};
+        OpRequest r =
+            Op(OpType::kAllreduce, "late", DeviceTensor(*me.gpu, stale, {2}, DataType::kFloat32));
+        r.stream = *framework_stream;
+        std::promise<void> go;
+        std::shared_future<void> ready = go.get_future().share();
+        float* data = static_cast<float*>(r.input.data);
+        const float value = me.rank + 1.0f;
+        me.gpu->EnqueueHostWork(*framework_stream, [ready, data, value] {
+          ready.wait();
+          data[0] = value;
+          data[1] = 2 * value;
+        });
+        auto h = me.runtime->Enqueue(r);
+        f.Check(h.ok(), "enqueue");
+        if (!h.ok()) return;
+        // Let the runtime launch the collective first: it must still wait for the framework.
+        while (me.gpu->counters().collectives == 0) std::this_thread::yield();
+        f.Check(!*me.runtime->Poll(*h), "not done before the input exists");
+        go.set_value();
+        f.Check(me.runtime->Wait(*h).ok(), "wait");
+        f.Check(Read<float>(data, 2) == std::vector<float>({3, 6}), "reduced the produced values");
+        me.gpu->DestroyStream(0, *framework_stream);
+      },
+      f);
+  f.Report();
+}
+
+TEST_CASE("a running GPU collective does not hold up CPU ops", "[runtime][gpu]") {
+  Failures f;
+  RunGpuRanks(
+      2,
+      [&](GpuRank& me) {
+        if (me.rank == 0) me.cluster->HoldCollectives();
+        std::vector<float> g = {1, 2};
+        OpRequest gpu_op =
+            Op(OpType::kAllreduce, "gpu", DeviceTensor(*me.gpu, g, {2}, DataType::kFloat32));
+        auto hg = me.runtime->Enqueue(gpu_op);
+        me.cluster->WaitUntilHeld(2);  // both ranks' collectives are stuck in "NCCL"
+        std::vector<float> c = {me.rank + 1.0f};
+        OpRequest cpu_op = Op(OpType::kAllreduce, "cpu",
+                              TensorView{c.data(), DataType::kFloat32, {1}, kCpuDevice});
+        auto hc = me.runtime->Enqueue(cpu_op);
+        f.Check(hg.ok() && hc.ok(), "enqueue");
+        if (!hg.ok() || !hc.ok()) return;
+        f.Check(me.runtime->Wait(*hc).ok() && c[0] == 3.0f, "CPU op completed meanwhile");
+        f.Check(!*me.runtime->Poll(*hg), "GPU op still running");
+        std::barrier<>* none = nullptr;
+        (void)none;
+        if (me.rank == 0) me.cluster->ReleaseCollectives();
+        f.Check(me.runtime->Wait(*hg).ok(), "GPU op completes once released");
+        f.Check(Read<float>(gpu_op.input.data, 2) == std::vector<float>({2, 4}), "GPU values");
+      },
+      f);
+  f.Report();
+}
+
+TEST_CASE("an asynchronous NCCL error fails every pending op and aborts the communicators",
+          "[runtime][gpu]") {
+  Failures f;
+  RunGpuRanks(
+      2,
+      [&](GpuRank& me) {
+        if (me.rank == 0) me.cluster->HoldCollectives();
+        std::vector<float> g = {1};
+        auto hg = me.runtime->Enqueue(
+            Op(OpType::kAllreduce, "doomed", DeviceTensor(*me.gpu, g, {1}, DataType::kFloat32)));
+        // A CPU op only this rank submits: pending when the failure comes.
+        std::vector<float> c = {1};
+        auto hc = me.runtime->Enqueue(Op(OpType::kAllreduce, absl::StrCat("lonely", me.rank),
+                                         TensorView{c.data(), DataType::kFloat32, {1}}));
+        me.cluster->WaitUntilHeld(2);
+        if (me.rank == 0) me.cluster->InjectAsyncError("unhandled system error (fake)");
+        f.Check(hg.ok() && hc.ok(), "enqueue");
+        if (!hg.ok() || !hc.ok()) return;
+        // The rank that sees the error first names it; a rank stopped by that one's failure
+        // before its own poll says so. Both name the op.
+        absl::Status sg = me.runtime->Wait(*hg);
+        f.Check(absl::IsUnavailable(sg), sg.ToString());
+        f.Check(absl::StrContains(sg.message(), "allreduce of 'doomed'") &&
+                    (absl::StrContains(sg.message(),
+                                       "NCCL error in allreduce of 'doomed': "
+                                       "unhandled system error (fake)") ||
+                     absl::StrContains(sg.message(), "GPU data plane of another rank failed")),
+                sg.ToString());
+        absl::Status sc = me.runtime->Wait(*hc);
+        f.Check(absl::IsUnavailable(sc), absl::StrCat("pending CPU op: ", sc.ToString()));
+        auto later = me.runtime->Enqueue(
+            Op(OpType::kAllreduce, "later", TensorView{c.data(), DataType::kFloat32, {1}}));
+        f.Check(!later.ok(), "enqueue after the failure is refused");
+        f.Check(me.gpu->counters().communicators_aborted == 1, "communicator aborted");
+        if (me.rank == 0) me.cluster->ReleaseCollectives();
+      },
+      f);
+  f.Report();
+}
+
+TEST_CASE("a GPU batch that never completes times out on every rank", "[runtime][gpu]") {
+  Failures f;
+  Config config = GpuTestConfig();
+  config.gpu_op_timeout = absl::Milliseconds(300);
+  RunGpuRanks(
+      2,
+      [&](GpuRank& me) {
+        if (me.rank == 0) me.cluster->HoldCollectives();
+        std::vector<float> g = {1};
+        auto h = me.runtime->Enqueue(
+            Op(OpType::kAllreduce, "stuck", DeviceTensor(*me.gpu, g, {1}, DataType::kFloat32)));
+        f.Check(h.ok(), "enqueue");
+        if (!h.ok()) return;
+        absl::Status s = me.runtime->Wait(*h);
+        f.Check(absl::IsUnavailable(s) && absl::StrContains(s.message(), "'stuck'") &&
+                    (absl::StrContains(s.message(), "CHORUS_GPU_OP_TIMEOUT_SECONDS") ||
+                     absl::StrContains(s.message(), "GPU data plane of another rank failed")),
+                s.ToString());
+        f.Check(me.gpu->counters().communicators_aborted == 1, "communicator aborted");
+      },
+      f, config);
+  f.Report();
+}
+
+TEST_CASE("GPU communicators are created on first use, per stream, and destroyed at shutdown",
+          "[runtime][gpu]") {
+  const int streams = GENERATE(1, 2);
+  Failures f;
+  Config config = GpuTestConfig();
+  config.num_nccl_streams = streams;
+  RunGpuRanks(
+      2,
+      [&](GpuRank& me) {
+        std::vector<float> c = {1};
+        auto hc = me.runtime->Enqueue(
+            Op(OpType::kAllreduce, "cpu", TensorView{c.data(), DataType::kFloat32, {1}}));
+        f.Check(hc.ok() && me.runtime->Wait(*hc).ok(), "cpu op");
+        f.Check(me.gpu->counters().communicators_created == 0, "no communicator for CPU work");
+        for (int step = 0; step < 4; ++step) {
+          std::vector<float> g = {static_cast<float>(step)};
+          auto h = me.runtime->Enqueue(
+              Op(OpType::kAllreduce, "g", DeviceTensor(*me.gpu, g, {1}, DataType::kFloat32)));
+          f.Check(h.ok() && me.runtime->Wait(*h).ok(), "gpu op");
+          // Allgather outputs are released with their result.
+          std::vector<int8_t> a = {1, 2};
+          auto ha = me.runtime->Enqueue(
+              Op(OpType::kAllgather, "ag", DeviceTensor(*me.gpu, a, {2}, DataType::kInt8)));
+          f.Check(ha.ok() && me.runtime->Release(*ha).ok(), "allgather");
+        }
+        f.Check(me.gpu->counters().communicators_created == streams,
+                absl::StrCat("communicators: ", me.gpu->counters().communicators_created));
+      },
+      f, config, 1,
+      [&](GpuRank& me) {
+        const FakeGpuPlatform::Counters c = me.gpu->counters();
+        f.Check(c.communicators_destroyed == streams && c.communicators_aborted == 0,
+                "destroyed at shutdown");
+        f.Check(c.live_streams == 0, absl::StrCat("streams left: ", c.live_streams));
+        f.Check(c.live_events == 0, absl::StrCat("events left: ", c.live_events));
+        // What is left: the 8 input tensors this test allocated.
+        f.Check(c.live_allocations == 8, absl::StrCat("allocations left: ", c.live_allocations));
+      });
+  f.Report();
+}
+
+TEST_CASE("GPU tensors without a usable device are refused at enqueue", "[runtime][gpu]") {
+  Failures f;
+  SECTION("no device visible") {
+    RunGpuRanks(
+        2,
+        [&](GpuRank& me) {
+          std::vector<float> host = {1};
+          auto h = me.runtime->Enqueue(
+              Op(OpType::kAllreduce, "g", TensorView{host.data(), DataType::kFloat32, {1}, 0}));
+          f.Check(absl::IsFailedPrecondition(h.status()) &&
+                      absl::StrContains(h.status().message(), "allreduce of tensor 'g'") &&
+                      absl::StrContains(h.status().message(), "no CUDA device visible"),
+                  h.status().ToString());
+          // CPU work is unaffected.
+          auto hc = me.runtime->Enqueue(
+              Op(OpType::kAllreduce, "c", TensorView{host.data(), DataType::kFloat32, {1}}));
+          f.Check(hc.ok() && me.runtime->Wait(*hc).ok() && host[0] == 2.0f, "cpu op");
+        },
+        f, GpuTestConfig(), /*devices_per_rank=*/0);
+  }
+  SECTION("a second GPU in one process, or one that does not exist") {
+    RunGpuRanks(
+        1,
+        [&](GpuRank& me) {
+          std::vector<float> v = {1};
+          auto h0 = me.runtime->Enqueue(
+              Op(OpType::kAllreduce, "g0", DeviceTensor(*me.gpu, v, {1}, DataType::kFloat32, 0)));
+          f.Check(h0.ok() && me.runtime->Wait(*h0).ok(), "GPU 0");
+          auto h1 = me.runtime->Enqueue(
+              Op(OpType::kAllreduce, "g1", DeviceTensor(*me.gpu, v, {1}, DataType::kFloat32, 1)));
+          f.Check(absl::IsFailedPrecondition(h1.status()) &&
+                      absl::StrContains(h1.status().message(), "one GPU per process"),
+                  h1.status().ToString());
+          auto h5 = me.runtime->Enqueue(
+              Op(OpType::kAllreduce, "g5", TensorView{v.data(), DataType::kFloat32, {1}, 5}));
+          f.Check(absl::IsFailedPrecondition(h5.status()) &&
+                      absl::StrContains(h5.status().message(), "GPU 5 is not visible"),
+                  h5.status().ToString());
+          std::vector<int16_t> s = {1};
+          auto hs = me.runtime->Enqueue(
+              Op(OpType::kAllreduce, "s", DeviceTensor(*me.gpu, s, {1}, DataType::kInt16)));
+          f.Check(absl::IsInvalidArgument(hs.status()) &&
+                      absl::StrContains(hs.status().message(), "int16"),
+                  hs.status().ToString());
+        },
+        f, GpuTestConfig(), /*devices_per_rank=*/2);
+  }
+  SECTION("this build's own platform") {
+    testing::InProcessFabric fabric(1);
+    auto rt = Runtime::Create(GpuTestConfig(), fabric.CreateController(0));
+    REQUIRE(rt.ok());
+    std::vector<float> host = {1};
+    auto h = (*rt)->Enqueue(
+        Op(OpType::kAllreduce, "g", TensorView{host.data(), DataType::kFloat32, {1}, 0}));
+    // Built with CUDA on a machine without a GPU, or built without CUDA. (On a GPU machine
+    // the op is accepted; test/gpu covers that.)
+    if (!h.ok()) {
+      CHECK(absl::IsFailedPrecondition(h.status()));
+      CHECK((absl::StrContains(h.status().message(), "no CUDA device visible") ||
+             absl::StrContains(h.status().message(), "built without CUDA")));
+    } else {
+      CHECK((*rt)->Wait(*h).ok());
+    }
+  }
+  f.Report();
+}
+
+TEST_CASE("GPU ranks may use different ordinals but must agree on CPU versus GPU",
+          "[runtime][gpu]") {
+  Failures f;
+  RunGpuRanks(
+      3,
+      [&](GpuRank& me) {
+        std::vector<float> v = {me.rank + 1.0f};
+        // Rank r drives GPU r.
+        auto h = me.runtime->Enqueue(Op(
+            OpType::kAllreduce, "x", DeviceTensor(*me.gpu, v, {1}, DataType::kFloat32, me.rank)));
+        f.Check(h.ok() && me.runtime->Wait(*h).ok(), "different ordinals");
+        // Rank 1 passes a CPU tensor under the same name: an error on every rank.
+        std::vector<float> w = {1};
+        TensorView t = me.rank == 1 ? TensorView{w.data(), DataType::kFloat32, {1}}
+                                    : DeviceTensor(*me.gpu, w, {1}, DataType::kFloat32, me.rank);
+        auto hm = me.runtime->Enqueue(Op(OpType::kAllreduce, "mixed", t));
+        absl::Status s = hm.ok() ? me.runtime->Wait(*hm) : hm.status();
+        f.Check(absl::IsInvalidArgument(s) && absl::StrContains(s.message(), "'mixed'") &&
+                    absl::StrContains(s.message(), "mismatched device"),
+                s.ToString());
+      },
+      f, GpuTestConfig(), /*devices_per_rank=*/3);
+  f.Report();
+}
+
+TEST_CASE("a joined rank contributes the identity to GPU allreduces", "[runtime][gpu]") {
+  Failures f;
+  RunGpuRanks(
+      2,
+      [&](GpuRank& me) {
+        OpRequest join;
+        join.type = OpType::kJoin;
+        if (me.rank == 1) {
+          auto hj = me.runtime->Enqueue(join);
+          f.Check(hj.ok() && me.runtime->Wait(*hj).ok(), "join");
+          return;
+        }
+        // Rank 0 alone: a fused pair and a single tensor; min makes the identity visible.
+        std::vector<OpRequest> group;
+        for (int t = 0; t < 2; ++t) {
+          std::vector<float> v = {5.0f + t, -3.0f};
+          OpRequest r = Op(OpType::kAllreduce, absl::StrCat("j", t),
+                           DeviceTensor(*me.gpu, v, {2}, DataType::kFloat32));
+          r.reduce_op = ReduceOp::kMin;
+          group.push_back(r);
+        }
+        auto hs = me.runtime->EnqueueGroup(group);
+        f.Check(hs.ok(), "enqueue");
+        if (!hs.ok()) return;
+        for (Handle h : *hs) f.Check(me.runtime->Wait(h).ok(), "wait");
+        for (int t = 0; t < 2; ++t) {
+          f.Check(Read<float>(group[t].input.data, 2) == std::vector<float>({5.0f + t, -3.0f}),
+                  "min with the identity is the value");
+        }
+        auto hj = me.runtime->Enqueue(join);
+        f.Check(hj.ok() && me.runtime->Wait(*hj).ok(), "join");
+      },
+      f);
+  f.Report();
+}
+
+}  // namespace
+}  // namespace chorus::runtime
