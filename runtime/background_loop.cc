@@ -554,6 +554,7 @@ absl::Status BackgroundLoop::ExecuteResponse(const Response& response) {
       return absl::OkStatus();
     }
     case OpType::kRemoveProcessSet: {
+      if (gpu_ != nullptr) gpu_->RemoveSet(response.new_process_set_id);
       process_sets_.erase(response.new_process_set_id);
       registry_->Erase(response.new_process_set_id);
       OpResult result;

@@ -4,28 +4,37 @@
 #   summary.txt          what ran, what passed, the figures
 #   nvidia-smi.txt       the device
 #   build.log            configure + build (when built on this machine)
-#   ctest-gpu.log        the GPU test tier (ctest -L gpu)
-#   gpu_copy_bench.txt / .json   batched fusion copy vs cudaMemcpyAsync per tensor vs one copy
+#   ctest-gpu.log        the GPU test tier (ctest -L gpu; from a bundle: every chorus_gpu_*_test)
+#   gpu_copy_bench.txt / .json    batched fusion copy vs cudaMemcpyAsync per tensor vs one copy
+#   gpu_steps_bench.txt / .json   single-rank training steps on GPU tensors through the runtime:
+#                                 step time, copies / NCCL / runtime shares, step vs raw
 #
 # Two ways to get the binaries:
 #   1. Build here with CUDA (cmake, ninja, nvcc and chorus's build dependencies present):
-#      build-gpu/ (Release, CHORUS_WITH_CUDA=ON).
+#      build-gpu/ (Release, CHORUS_WITH_CUDA=ON): the binaries of the ctest gpu label and the
+#      two benchmarks, nothing else.
 #   2. Else a bundle built elsewhere by scripts/gpu_bundle.sh (gpu_bundle/: the GPU binaries
 #      and the shared libraries they need that are not CUDA's), for machines without Open MPI,
 #      Abseil or the other build dependencies.
-# The multi-rank NCCL path cannot run on one GPU (NCCL refuses two ranks on one device); the
-# end-to-end training-step benchmark on GPU tensors needs the runtime's GPU path, which is not
-# built yet: the summary says so instead of failing.
+# The multi-rank NCCL path cannot run on one GPU (NCCL refuses two ranks on one device): the
+# summary says so instead of failing.
+# Expected time on one H200 with 16 cores (an estimate, not measured yet): build 2-3 min, tests
+# and benchmarks 1-2 min.
 #
-# Exit status: 0 when every GPU test that ran passed, 1 otherwise, 2 when there is no GPU.
+# Exit status: 0 when every GPU test and benchmark that ran passed, 1 otherwise, 2 when there is
+# no GPU.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 OUT=${OUT:-$PWD/gpu_out}
 mkdir -p "$OUT"
 summary="$OUT/summary.txt"
 : > "$summary"
 say() { echo "$*" | tee -a "$summary"; }
 started=$(date +%s)
+# Caps (seconds), so that a hung binary cannot eat the whole session: the GPU tests together
+# (ctest) or each test binary (bundle), and each benchmark. Normal runs take far less.
+test_cap=240
+bench_cap=150
 
 say "chorus GPU check, $(date -u '+%Y-%m-%d %H:%M:%S UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 if ! nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1; then
@@ -34,15 +43,25 @@ if ! nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1; then
 fi
 say "device: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -1)"
 
+# The GPU tests' executables, from the GPU tier's ctest file (the fixed list if it has none).
+gpu_test_targets() {
+  local names
+  names=$(grep -ho 'add_test(\[=\[[^]]*\]=\] "[^"]*"' build-gpu/test/gpu/CTestTestfile.cmake \
+            2>/dev/null | sed 's/.*"\(.*\)"$/\1/' | xargs -r -n1 basename | sort -u)
+  echo "${names:-chorus_gpu_batched_copy_test chorus_gpu_platform_test}"
+}
+
 status=0
 bin_dir=""
 if command -v cmake > /dev/null && command -v ninja > /dev/null &&
    cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCHORUS_WITH_CUDA=ON \
      -DCHORUS_BUILD_PYTHON=OFF > "$OUT/build.log" 2>&1; then
   say "configure: ok (build-gpu/, CUDA architectures $(grep -m1 '^CMAKE_CUDA_ARCHITECTURES' build-gpu/CMakeCache.txt | cut -d= -f2))"
-  if cmake --build build-gpu -j "$(nproc)" --target chorus_gpu_batched_copy_test \
-       chorus_gpu_copy_bench >> "$OUT/build.log" 2>&1; then
-    say "build: ok ($(( $(date +%s) - started )) s so far)"
+  targets=$(gpu_test_targets | tr '\n' ' ')
+  # shellcheck disable=SC2086  # one target per word
+  if cmake --build build-gpu -j "$(nproc)" --target $targets chorus_gpu_copy_bench \
+       chorus_gpu_steps_bench >> "$OUT/build.log" 2>&1; then
+    say "build: ok (${targets}chorus_gpu_copy_bench chorus_gpu_steps_bench; $(( $(date +%s) - started )) s so far)"
     bin_dir=build-gpu
   else
     say "build: FAILED (tail of build.log below)"
@@ -53,6 +72,12 @@ elif [[ -d gpu_bundle ]]; then
   say "configure here failed (see build.log; usually a missing build dependency): using gpu_bundle/"
   bin_dir=gpu_bundle
   export LD_LIBRARY_PATH="$PWD/gpu_bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  # A bundle made --without-nccl needs this machine's libnccl.so.2, for one.
+  missing=$(for bin in gpu_bundle/bin/*; do ldd "$bin" 2>/dev/null; done |
+              awk '/not found/ {print $1}' | sort -u | tr '\n' ' ')
+  if [[ -n "$missing" ]]; then
+    say "bundle: libraries not found on this machine: ${missing}(the binaries needing them fail)"
+  fi
 else
   say "configure here failed (see build.log) and there is no gpu_bundle/ (scripts/gpu_bundle.sh makes one)"
   tail -20 "$OUT/build.log" | tee -a "$summary"
@@ -60,33 +85,65 @@ else
 fi
 
 if [[ -n "$bin_dir" ]]; then
-  test_bin=$(find "$bin_dir" -name chorus_gpu_batched_copy_test -type f | head -1)
-  bench_bin=$(find "$bin_dir" -name chorus_gpu_copy_bench -type f | head -1)
-
-  # The GPU tests (ctest when built here: the gpu label; the bundle runs the binary itself).
+  # The GPU tests (ctest when built here: the gpu label; the bundle runs each binary itself).
   if [[ "$bin_dir" == build-gpu ]]; then
-    ctest --test-dir build-gpu -L gpu --output-on-failure > "$OUT/ctest-gpu.log" 2>&1
+    timeout -k 10 "$test_cap" ctest --test-dir build-gpu -L gpu --output-on-failure \
+      > "$OUT/ctest-gpu.log" 2>&1
     rc=$?
+    case $rc in
+      0) say "GPU tests: passed ($(grep -Eo '[0-9]+% tests passed.*' "$OUT/ctest-gpu.log" | tail -1))" ;;
+      *) say "GPU tests: FAILED (rc $rc; see ctest-gpu.log)"; status=1 ;;
+    esac
+    # ctest counts a skipped test (exit 77: no usable device) as passed: say so.
+    grep -E '\(Skipped\)$' "$OUT/ctest-gpu.log" | sed 's/^[[:space:]]*/  skipped: /' |
+      tee -a "$summary"
   else
-    "$test_bin" > "$OUT/ctest-gpu.log" 2>&1
-    rc=$?
+    : > "$OUT/ctest-gpu.log"
+    found=0
+    for test_bin in "$bin_dir"/bin/chorus_gpu_*_test; do
+      [[ -f "$test_bin" ]] || continue
+      found=1
+      name=$(basename "$test_bin")
+      echo "=== $name" >> "$OUT/ctest-gpu.log"
+      timeout -k 10 "$test_cap" "$test_bin" >> "$OUT/ctest-gpu.log" 2>&1
+      rc=$?
+      case $rc in
+        0) say "GPU test $name: passed" ;;
+        77) say "GPU test $name: SKIPPED (no usable device; see ctest-gpu.log)" ;;
+        *) say "GPU test $name: FAILED (rc $rc; see ctest-gpu.log)"; status=1 ;;
+      esac
+    done
+    if [[ $found == 0 ]]; then
+      say "GPU tests: none in $bin_dir/bin (rebuild the bundle: scripts/gpu_bundle.sh)"
+      status=1
+    fi
   fi
-  case $rc in
-    0) say "GPU tests: passed ($(grep -Eo '[0-9]+ tests? passed|All tests passed.*' "$OUT/ctest-gpu.log" | tail -1))" ;;
-    *) say "GPU tests: FAILED (rc $rc; see ctest-gpu.log)"; status=1 ;;
-  esac
 
+  # run_bench NAME TITLE: runs chorus_NAME from $bin_dir into NAME.txt / NAME.json and puts its
+  # output into the summary.
+  run_bench() {
+    local name=$1 title=$2 bin
+    bin=$(find "$bin_dir" -name "chorus_$name" -type f | head -1)
+    if [[ -z "$bin" ]]; then
+      say "$title: FAILED (chorus_$name not found in $bin_dir)"
+      status=1
+      return
+    fi
+    timeout -k 10 "$bench_cap" "$bin" --json "$OUT/$name.json" > "$OUT/$name.txt" 2>&1
+    local rc=$?
+    case $rc in
+      0) say "$title:" ;;
+      77) say "$title: SKIPPED (no usable device)" ;;
+      *) say "$title: FAILED (rc $rc; output below, also in $name.txt)"; status=1 ;;
+    esac
+    sed 's/^/  /' "$OUT/$name.txt" | tee -a "$summary"
+  }
   # Batched copy bandwidth against cudaMemcpyAsync per tensor and one copy of the same bytes.
-  if "$bench_bin" --json "$OUT/gpu_copy_bench.json" > "$OUT/gpu_copy_bench.txt" 2>&1; then
-    say "batched copy benchmark:"
-    sed 's/^/  /' "$OUT/gpu_copy_bench.txt" | tee -a "$summary"
-  else
-    say "batched copy benchmark: FAILED (see gpu_copy_bench.txt)"
-    status=1
-  fi
+  run_bench gpu_copy_bench "batched copy benchmark"
+  # chorus_bench steps on GPU tensors: one rank, the whole runtime, vs the same work by hand.
+  run_bench gpu_steps_bench "training steps on GPU tensors (one rank, through the runtime)"
 fi
 
 say "multi-rank NCCL: not run (NCCL refuses two ranks on one GPU; one GPU here)"
-say "chorus_bench steps on GPU tensors: not run (the runtime's GPU path is not built yet)"
 say "elapsed: $(( $(date +%s) - started )) s; status $status"
 exit $status

@@ -38,6 +38,9 @@ struct GpuBatch {
   std::vector<void*> scratch;
   // Past this, the batch is declared stuck (Config::gpu_op_timeout).
   absl::Time deadline = absl::InfiniteFuture();
+  // Once the data plane failed: how long the batch may still wait for its queued device work
+  // (which an abort lets finish) before its entries fail anyway.
+  absl::Time abandon_at = absl::InfinitePast();
 };
 
 }  // namespace chorus::runtime

@@ -17,6 +17,9 @@ namespace {
 constexpr absl::Duration kMinPoll = absl::Microseconds(10);
 constexpr absl::Duration kMaxPoll = absl::Milliseconds(1);
 
+// After a failure, how long a batch's queued device work may take to drain.
+constexpr absl::Duration kAbandonAfter = absl::Seconds(10);
+
 constexpr char kAborted[] = "; chorus aborted its NCCL communicators";
 
 }  // namespace
@@ -67,6 +70,7 @@ void GpuCompletionQueue::SetFailure(absl::Status status) {
   {
     MutexLock lock(&mu_);
     if (failure_.ok()) failure_ = std::move(status);
+    poked_ = true;
     abort = !aborted_;
     aborted_ = true;
   }
@@ -83,7 +87,7 @@ void GpuCompletionQueue::ThreadMain() {
     {
       MutexLock lock(&mu_);
       auto woken = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return !incoming_.empty() || stop_ || !failure_.ok();
+        return !incoming_.empty() || stop_ || poked_;
       };
       if (watching.empty()) {
         lock.Wait(cv_,
@@ -91,6 +95,7 @@ void GpuCompletionQueue::ThreadMain() {
       } else {
         lock.WaitFor(cv_, poll, woken);
       }
+      poked_ = false;
       if (stop_ && watching.empty() && incoming_.empty()) return;
       for (GpuBatch& batch : incoming_) watching.push_back(std::move(batch));
       incoming_.clear();
@@ -120,7 +125,11 @@ void GpuCompletionQueue::ThreadMain() {
 bool GpuCompletionQueue::Poll(GpuBatch& batch) {
   absl::Status failed = failure();
   if (!failed.ok()) {
-    // Failed by another batch, or by another rank (through the background loop).
+    // Failed by another batch, or by another rank (through the background loop). The entries
+    // fail once the device work queued for them is over (after the abort, collectives return
+    // early), so a framework reusing the tensors does not race the device; a batch that does
+    // not drain within kAbandonAfter fails anyway.
+    if (!Drained(batch)) return false;
     if (!absl::StrContains(failed.message(), batch.what)) {
       failed = absl::Status(failed.code(), absl::StrCat(batch.what, ": ", failed.message()));
     }
@@ -149,8 +158,16 @@ bool GpuCompletionQueue::Poll(GpuBatch& batch) {
   }
   if (failed.ok()) return false;
   SetFailure(failed);
-  Finish(batch, failure());
-  return true;
+  return Poll(batch);  // fails it once drained
+}
+
+bool GpuCompletionQueue::Drained(GpuBatch& batch) {
+  if (batch.done == nullptr) return true;
+  absl::StatusOr<bool> done = platform_->EventDone(batch.device, batch.done);
+  if (!done.ok() || *done) return true;
+  const absl::Time now = absl::Now();
+  if (batch.abandon_at == absl::InfinitePast()) batch.abandon_at = now + kAbandonAfter;
+  return now > batch.abandon_at;
 }
 
 void GpuCompletionQueue::Finish(GpuBatch& batch, const absl::Status& status) {

@@ -62,6 +62,8 @@ class GpuCompletionQueue {
   void ThreadMain();
   // Polls `batch`; true when it is finished (delivered or failed).
   bool Poll(GpuBatch& batch);
+  // After a failure: true once the batch's device work is over, or has had long enough.
+  bool Drained(GpuBatch& batch);
   void Finish(GpuBatch& batch, const absl::Status& status);
   // Records the first failure and aborts the communicators (once).
   void SetFailure(absl::Status status) ABSL_LOCKS_EXCLUDED(mu_);
@@ -76,6 +78,7 @@ class GpuCompletionQueue {
   int64_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;  // pushed and not yet finished
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
   bool aborted_ ABSL_GUARDED_BY(mu_) = false;
+  bool poked_ ABSL_GUARDED_BY(mu_) = false;  // a failure to act on at once
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
 
   std::thread thread_;  // last: starts after everything above exists

@@ -220,8 +220,7 @@ class GpuDataPlane::Launcher {
     const int size = comm_.size();
     TensorEntry& e = *Entry(0);
     const TensorView& in = e.op.input;
-    const int64_t row_bytes =
-        RowElements(in.shape) * static_cast<int64_t>(DataTypeSize(in.dtype));
+    const int64_t row_bytes = RowElements(in.shape) * static_cast<int64_t>(DataTypeSize(in.dtype));
     std::vector<int64_t> send_rows = e.op.splits;
     if (send_rows.empty()) send_rows.assign(size, in.shape[0] / size);
     const AlltoallLayout l = MakeAlltoallLayout(send_rows, recv_rows_, row_bytes);
@@ -230,8 +229,8 @@ class GpuDataPlane::Launcher {
     result.output_shape = in.shape;
     result.output_shape[0] = l.recv_rows;
     result.received_splits = recv_rows_;
-    return comm_.Alltoallv(in.data, l.send_bytes, l.send_offsets, out, l.recv_bytes,
-                           l.recv_offsets, lane_.stream);
+    return comm_.Alltoallv(in.data, l.send_bytes, l.send_offsets, out, l.recv_bytes, l.recv_offsets,
+                           lane_.stream);
   }
 
   absl::Status Reducescatter() {
@@ -282,15 +281,35 @@ GpuDataPlane::GpuDataPlane(std::shared_ptr<GpuPlatform> platform, const SharedCo
 
 GpuDataPlane::~GpuDataPlane() {
   completions_.reset();  // every batch has finished: nothing uses the lanes any more
+  // In key order, the same on every rank (ncclCommDestroy waits for the other local ranks).
+  for (auto& [key, lane] : lanes_) DestroyLane(lane);
+}
+
+void GpuDataPlane::DestroyLane(Lane& lane) {
   {
     MutexLock lock(&communicators_mu_);
-    communicators_.clear();
+    std::erase(communicators_, lane.communicator.get());
   }
-  for (auto& [key, lane] : lanes_) {
-    lane.communicator.reset();  // ncclCommDestroy (unless aborted)
-    if (lane.fusion != nullptr) platform_->Free(lane.device, lane.fusion);
-    if (lane.stream != nullptr) platform_->DestroyStream(lane.device, lane.stream);
+  // The stream first: after a failure, work may still be queued on it (an aborted collective,
+  // a copy-out) that reads the fusion buffer; Free then waits for the device.
+  if (lane.stream != nullptr) platform_->DestroyStream(lane.device, lane.stream);
+  lane.communicator.reset();  // ncclCommDestroy (unless aborted)
+  if (lane.fusion != nullptr) platform_->Free(lane.device, lane.fusion);
+  lane.fusion = nullptr;
+  lane.stream = nullptr;
+}
+
+void GpuDataPlane::RemoveSet(int32_t set_id) {
+  completions_->Drain();
+  for (auto it = lanes_.begin(); it != lanes_.end();) {
+    if (it->first.first != set_id) {
+      ++it;
+      continue;
+    }
+    DestroyLane(it->second);
+    it = lanes_.erase(it);
   }
+  launches_.erase(set_id);
 }
 
 void GpuDataPlane::AbortAll() {

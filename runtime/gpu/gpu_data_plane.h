@@ -68,6 +68,10 @@ class GpuDataPlane {
   absl::Status Launch(const Response& response, int32_t set_id, ops::CollectiveBackend& set_backend,
                       std::vector<std::unique_ptr<TensorEntry>> entries);
 
+  // Process set `set_id` is being removed (at the same point of the global order on every
+  // member): waits for the batches in flight, then destroys the set's lanes.
+  void RemoveSet(int32_t set_id);
+
   // Aborts the communicators and fails everything in flight with `status` (the runtime is
   // stopping after another failure).
   void Fail(absl::Status status);
@@ -90,6 +94,8 @@ class GpuDataPlane {
   // The lane's fusion buffer with room for `bytes` bytes.
   absl::StatusOr<void*> FusionBuffer(Lane& lane, int64_t bytes);
   void AbortAll();
+  // Destroys the lane's communicator, fusion buffer and stream. REQUIRES: nothing in flight.
+  void DestroyLane(Lane& lane);
 
   const std::shared_ptr<ops::gpu::GpuPlatform> platform_;
   const SharedConfig shared_;

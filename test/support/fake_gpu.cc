@@ -34,6 +34,11 @@ class FakeStream {
     cv_.notify_all();
     thread_.join();
   }
+  // Work queued and not yet started.
+  int64_t Queued() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return static_cast<int64_t>(work_.size());
+  }
   void Push(std::function<void()> work) {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -370,6 +375,8 @@ FakeGpuPlatform::Counters FakeGpuPlatform::counters() const {
   c.live_allocations = static_cast<int64_t>(impl_->allocations.size());
   c.live_events = static_cast<int64_t>(impl_->events.size());
   c.live_streams = static_cast<int64_t>(impl_->streams.size());
+  c.queued_work = impl_->default_stream.Queued();
+  for (auto& [handle, stream] : impl_->streams) c.queued_work += stream->Queued();
   return c;
 }
 

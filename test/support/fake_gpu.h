@@ -74,6 +74,7 @@ class FakeGpuPlatform final : public ops::gpu::GpuPlatform {
     int64_t live_allocations = 0;
     int64_t live_events = 0;
     int64_t live_streams = 0;  // created and not destroyed (the null stream not counted)
+    int64_t queued_work = 0;   // stream work queued and not yet started, over all streams
   };
   Counters counters() const;
   // True when [p, p + bytes) lies in one live allocation of this platform.

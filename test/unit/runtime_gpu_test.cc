@@ -382,6 +382,8 @@ TEST_CASE("an asynchronous NCCL error fails every pending op and aborts the comm
                                        "unhandled system error (fake)") ||
                      absl::StrContains(sg.message(), "GPU data plane of another rank failed")),
                 sg.ToString());
+        // The op failed only once the device work queued for it had run (after the abort).
+        f.Check(me.gpu->counters().queued_work == 0, "device work drained before the failure");
         absl::Status sc = me.runtime->Wait(*hc);
         f.Check(absl::IsUnavailable(sc), absl::StrCat("pending CPU op: ", sc.ToString()));
         auto later = me.runtime->Enqueue(
@@ -456,6 +458,41 @@ TEST_CASE("GPU communicators are created on first use, per stream, and destroyed
         // What is left: the 8 input tensors this test allocated.
         f.Check(c.live_allocations == 8, absl::StrCat("allocations left: ", c.live_allocations));
       });
+  f.Report();
+}
+
+TEST_CASE("a process set's GPU communicator goes with the set", "[runtime][gpu][process_set]") {
+  Failures f;
+  RunGpuRanks(
+      3,
+      [&](GpuRank& me) {
+        OpRequest add;
+        add.type = OpType::kAddProcessSet;
+        add.process_set_ranks = {0, 2};
+        auto h = me.runtime->Enqueue(add);
+        auto added = h.ok() ? me.runtime->Release(*h) : absl::StatusOr<OpResult>(h.status());
+        f.Check(added.ok() && added->status.ok(), "add");
+        if (!added.ok() || !added->status.ok()) return;
+        const int32_t id = added->process_set_id;
+        if (me.rank != 1) {
+          std::vector<float> v = {me.rank + 1.0f};
+          OpRequest r =
+              Op(OpType::kAllreduce, "in_set", DeviceTensor(*me.gpu, v, {1}, DataType::kFloat32));
+          r.process_set_id = id;
+          auto hr = me.runtime->Enqueue(r);
+          f.Check(hr.ok() && me.runtime->Wait(*hr).ok(), "set allreduce");
+          f.Check(Read<float>(r.input.data, 1)[0] == 4.0f, "ranks 0 and 2 summed");
+        }
+        f.Check(me.gpu->counters().communicators_created == (me.rank != 1 ? 1 : 0), "created");
+        OpRequest remove;
+        remove.type = OpType::kRemoveProcessSet;
+        remove.process_set_id = id;
+        auto hm = me.runtime->Enqueue(remove);
+        f.Check(hm.ok() && me.runtime->Wait(*hm).ok(), "remove");
+        f.Check(me.gpu->counters().communicators_destroyed == (me.rank != 1 ? 1 : 0),
+                "destroyed with the set, before shutdown");
+      },
+      f);
   f.Report();
 }
 
