@@ -1,6 +1,7 @@
 // The C ABI over the process-wide C++ API. Every entry point catches everything: no exception
 // crosses into C.
 #include "chorus/c_api.h"
+#include "ops/gpu_platform.h"
 
 #include <exception>
 #include <string>
@@ -99,6 +100,10 @@ int chorus_shutdown(void) {
 
 int chorus_is_initialized(void) {
   return Guard([] { return chorus::IsInitialized() ? 1 : 0; });
+}
+
+int chorus_cuda_built(void) {
+  return Guard([] { return chorus::ops::gpu::DefaultGpuPlatform()->name() == "CUDA" ? 1 : 0; });
 }
 
 const char* chorus_controller_name(void) {

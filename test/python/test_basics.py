@@ -31,8 +31,13 @@ def test_build_flags():
     assert hvd.mpi_built() and hvd.gloo_built()
     assert hvd.mpi_enabled() is not mpi_less
     assert hvd.gloo_enabled() is mpi_less
-    for f in (hvd.nccl_built, hvd.cuda_built, hvd.rocm_built, hvd.ccl_built, hvd.ddl_built):
+    for f in (hvd.rocm_built, hvd.ccl_built, hvd.ddl_built):
         assert f() is False
+    # CUDA and NCCL come together, as found when chorus was configured (ctest says which).
+    assert hvd.cuda_built() is hvd.nccl_built()
+    expected = os.environ.get("CHORUS_TEST_CUDA_BUILT")
+    if expected is not None:
+        assert hvd.cuda_built() is (expected == "ON"), expected
 
 
 def test_constants_distinct():

@@ -188,11 +188,13 @@ def gloo_built():
 
 
 def nccl_built():
-    return False
+    """True when chorus was built with its NCCL (GPU) data plane."""
+    return _C.cuda_built()
 
 
 def cuda_built():
-    return False
+    """True when chorus was built with CUDA (which comes with its NCCL data plane)."""
+    return _C.cuda_built()
 
 
 def rocm_built():

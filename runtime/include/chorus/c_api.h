@@ -73,6 +73,10 @@ CHORUS_EXPORT int chorus_shutdown(void);
 CHORUS_EXPORT int chorus_is_initialized(void);
 CHORUS_EXPORT int chorus_topology(chorus_topology_t* out);
 
+/* 1 when this build has the GPU data plane (CUDA and NCCL were found at configure time), else 0.
+ * Says nothing about devices being present. */
+CHORUS_EXPORT int chorus_cuda_built(void);
+
 /* The controller's name ("MPI", "UCX"); "" when chorus is not initialized. Static storage. */
 CHORUS_EXPORT const char* chorus_controller_name(void);
 
