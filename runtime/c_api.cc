@@ -58,6 +58,7 @@ chorus::OpRequest ToRequest(const chorus_op_t& op) {
   r.root_rank = op.root_rank;
   r.process_set_id = op.process_set_id;
   r.stream = op.stream;
+  if (op.wire_dtype >= 0) r.wire_dtype = static_cast<chorus::DataType>(op.wire_dtype);
   if (op.splits != nullptr && op.num_splits > 0) {
     r.splits.assign(op.splits, op.splits + op.num_splits);
   }
@@ -80,6 +81,7 @@ void chorus_op_init(chorus_op_t* op) {
   op->output.dtype = op->input.dtype;
   op->prescale_factor = 1.0;
   op->postscale_factor = 1.0;
+  op->wire_dtype = -1;
 }
 
 int chorus_init(const void* mpi_comm, int32_t num_process_sets,

@@ -103,6 +103,7 @@ Response BaseResponse(const Request& request, const std::string& name) {
   r.dtype = request.dtype;
   r.reduce_op = request.reduce_op;
   r.prescale_factor = request.prescale_factor;
+  r.wire_dtype = request.wire_dtype;
   r.postscale_factor = request.postscale_factor;
   r.root_rank = request.root_rank;
   r.device = request.device;
@@ -473,6 +474,15 @@ Response Coordinator::Validate(const Op& op) {
             [](const Request& r) { return std::string(ReduceOpName(r.reduce_op)); })) {
       return fail(*m);
     }
+  }
+  if (auto m = Mismatch(
+          requests, "wire dtype", [](const Request& r) { return r.wire_dtype; },
+          [](const Request& r) {
+            return r.wire_dtype < 0
+                       ? std::string("none")
+                       : std::string(DataTypeName(static_cast<DataType>(r.wire_dtype)));
+          })) {
+    return fail(*m);
   }
   if (auto m = Mismatch(
           requests, "prescale factor", [](const Request& r) { return r.prescale_factor; },

@@ -17,11 +17,6 @@ std::byte* Bytes(void* p) { return static_cast<std::byte*>(p); }
 // The largest alltoall message (per rank, in bytes) one MPI call takes (int counts).
 constexpr int64_t kMaxMessageBytes = INT32_MAX;
 
-// Where an allreduce result goes: the explicit output, else the input (in place).
-void* OutputOf(const TensorEntry& entry) {
-  return entry.op.output.data != nullptr ? entry.op.output.data : entry.op.input.data;
-}
-
 std::shared_ptr<OutputBuffer> NewOutput(int64_t bytes) {
   return std::make_shared<OutputBuffer>(static_cast<size_t>(bytes));
 }

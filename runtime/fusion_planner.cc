@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "chorus/types.h"
+#include "runtime/collective_math.h"
 
 namespace chorus::runtime {
 namespace {
@@ -23,14 +24,8 @@ bool Fusable(const Response& r) {
 bool Compatible(const Response& a, const Response& b) {
   return a.type == b.type && a.dtype == b.dtype && a.reduce_op == b.reduce_op &&
          a.prescale_factor == b.prescale_factor && a.postscale_factor == b.postscale_factor &&
-         a.device == b.device && a.process_set_id == b.process_set_id && a.group_key == b.group_key;
-}
-
-// Elements of one first-dimension row of `shape` (1 for a 1-d tensor).
-int64_t RowElements(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (size_t d = 1; d < shape.size(); ++d) n *= shape[d];
-  return n;
+         a.device == b.device && a.process_set_id == b.process_set_id &&
+         a.group_key == b.group_key && a.wire_dtype == b.wire_dtype;
 }
 
 // Appends `from`'s tensors to `into` (same type, dtype and set), moving the vectors' elements.

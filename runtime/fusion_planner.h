@@ -8,8 +8,8 @@
 // Rules:
 // - Only allreduce and allgather responses fuse; every other response (and every error
 //   response) passes through unchanged, alone.
-// - Two responses are compatible when type, dtype, reduce_op, prescale, postscale, device and
-//   process set are equal and both have the same group_key (empty = ungrouped).
+// - Two responses are compatible when type, dtype, reduce_op, prescale, postscale, device,
+//   process set and wire dtype are equal and both have the same group_key (empty = ungrouped).
 // - Responses with a non-empty group_key are fused with all other responses of that group into
 //   one response, whatever its size (a group executes as one unit).
 // - Ungrouped ones: walking the list in order, a batch starts at the first unplaced response

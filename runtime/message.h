@@ -36,6 +36,7 @@ struct Request {
   int32_t group_size = 0;  // number of tensors in the group
   std::vector<int64_t> splits;
   std::vector<int32_t> process_set_ranks;  // kAddProcessSet
+  int32_t wire_dtype = -1;  // allreduce: the DataType it is reduced in; -1: `dtype`
 
   bool operator==(const Request&) const = default;
 };
@@ -67,6 +68,7 @@ struct Response {
   int32_t new_process_set_id = -1;              // kAddProcessSet, kRemoveProcessSet
   std::vector<int32_t> process_set_ranks;       // kAddProcessSet
   std::string group_key;                        // the group these tensors belong to, if any
+  int32_t wire_dtype = -1;                      // allreduce: reduced in this DataType; -1: dtype
 
   bool is_error() const { return error_code != absl::StatusCode::kOk; }
   absl::Status status() const { return absl::Status(error_code, error_message); }

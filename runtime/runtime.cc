@@ -189,6 +189,19 @@ absl::StatusOr<std::unique_ptr<TensorEntry>> Runtime::MakeEntry(OpRequest r,
                                        " but input on ", DeviceName(r.input.device)));
       }
     }
+    if (r.wire_dtype.has_value()) {
+      const DataType w = *r.wire_dtype;
+      if (r.type != OpType::kAllreduce || r.input.dtype != DataType::kFloat32 ||
+          r.input.device == kCpuDevice ||
+          (w != DataType::kFloat16 && w != DataType::kBfloat16)) {
+        return Invalid(r, absl::StrCat("a wire dtype (", DataTypeName(w),
+                                       ") applies to allreduces of float32 GPU tensors, in "
+                                       "float16 or bfloat16; this is a ",
+                                       DataTypeName(r.input.dtype), " ", OpTypeName(r.type),
+                                       " on ", DeviceName(r.input.device),
+                                       " (compress on the host with Compression.fp16 instead)"));
+      }
+    }
     if (reduces && r.input.device != kCpuDevice && r.input.dtype == DataType::kInt16) {
       return Invalid(r, "GPU reductions of int16 tensors are not supported (NCCL has no int16)");
     }
@@ -252,6 +265,7 @@ absl::StatusOr<std::unique_ptr<TensorEntry>> Runtime::MakeEntry(OpRequest r,
   q.group_size = group_size;
   q.splits = r.splits;
   q.process_set_ranks = r.process_set_ranks;
+  q.wire_dtype = r.wire_dtype.has_value() ? static_cast<int32_t>(*r.wire_dtype) : -1;
   if (!IsDataOp(r.type)) {
     q.dtype = DataType::kUint8;
     q.shape.clear();

@@ -32,6 +32,11 @@ struct TensorEntry {
   absl::Time ready_at = absl::InfinitePast();  // when negotiation ended (set while tracing)
 };
 
+// Where an allreduce result goes: the explicit output, else the input (in place).
+inline void* OutputOf(const TensorEntry& entry) {
+  return entry.op.output.data != nullptr ? entry.op.output.data : entry.op.input.data;
+}
+
 // A result carrying only a status (a failed or status-only op).
 inline OpResult StatusResult(absl::Status status) {
   OpResult result;

@@ -52,6 +52,14 @@ absl::Status CheckEnums(const char* what, int32_t type, int32_t dtype, int32_t r
   return absl::OkStatus();
 }
 
+// The wire dtype from its encoding (DataType + 1; 0 = none, which is -1).
+absl::StatusOr<int32_t> WireDtype(const char* what, int32_t plus_one) {
+  if (plus_one != 0 && !IsValidDataType(plus_one - 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": invalid wire dtype ", plus_one - 1));
+  }
+  return plus_one - 1;
+}
+
 void ToWire(const Request& in, wire::Request* out) {
   out->set_request_rank(in.request_rank);
   out->set_type(static_cast<int32_t>(in.type));
@@ -68,6 +76,7 @@ void ToWire(const Request& in, wire::Request* out) {
   out->set_group_size(in.group_size);
   out->mutable_splits()->Add(in.splits.begin(), in.splits.end());
   out->mutable_process_set_ranks()->Add(in.process_set_ranks.begin(), in.process_set_ranks.end());
+  out->set_wire_dtype_plus_one(in.wire_dtype + 1);
 }
 
 absl::StatusOr<Request> FromWire(const wire::Request& in) {
@@ -88,6 +97,7 @@ absl::StatusOr<Request> FromWire(const wire::Request& in) {
   out.group_size = in.group_size();
   out.splits.assign(in.splits().begin(), in.splits().end());
   out.process_set_ranks.assign(in.process_set_ranks().begin(), in.process_set_ranks().end());
+  CHORUS_ASSIGN_OR_RETURN(out.wire_dtype, WireDtype("request", in.wire_dtype_plus_one()));
   return out;
 }
 
@@ -112,6 +122,7 @@ void ToWire(const Response& in, wire::Response* out) {
   out->set_new_process_set_id(in.new_process_set_id);
   out->mutable_process_set_ranks()->Add(in.process_set_ranks.begin(), in.process_set_ranks.end());
   out->set_group_key(in.group_key);
+  out->set_wire_dtype_plus_one(in.wire_dtype + 1);
 }
 
 absl::StatusOr<Response> FromWire(const wire::Response& in) {
@@ -152,6 +163,7 @@ absl::StatusOr<Response> FromWire(const wire::Response& in) {
   out.new_process_set_id = in.new_process_set_id();
   out.process_set_ranks.assign(in.process_set_ranks().begin(), in.process_set_ranks().end());
   out.group_key = in.group_key();
+  CHORUS_ASSIGN_OR_RETURN(out.wire_dtype, WireDtype("response", in.wire_dtype_plus_one()));
   return out;
 }
 

@@ -25,10 +25,6 @@ constexpr int64_t kFusionAlign = 16;
 
 std::byte* Bytes(void* p) { return static_cast<std::byte*>(p); }
 
-void* OutputOf(const TensorEntry& entry) {
-  return entry.op.output.data != nullptr ? entry.op.output.data : entry.op.input.data;
-}
-
 // "allreduce of 'a'" or "allreduce of 3 tensors ('a', 'b', 'c')" (at most 4 names).
 std::string Describe(const Response& response) {
   const size_t n = response.names.size();
@@ -108,12 +104,15 @@ class GpuDataPlane::Launcher {
 
   absl::Status Allreduce() {
     const DataType dtype = response_.dtype;
+    // Reduced in `wire` (compression inside chorus: the copies cast), else in `dtype`.
+    const DataType wire =
+        response_.wire_dtype >= 0 ? static_cast<DataType>(response_.wire_dtype) : dtype;
     const ReduceOp op = BackendOp(response_.reduce_op);
     const double pre = response_.prescale_factor;
     const double post = PostscaleFor(response_, comm_.size());
     const size_t n = response_.names.size();
 
-    if (n == 1 && Entry(0) != nullptr) {
+    if (n == 1 && Entry(0) != nullptr && wire == dtype) {
       // One tensor: reduced where it is, scaled in place around the collective.
       TensorEntry& e = *Entry(0);
       const int64_t count = NumElements(response_.shapes[0]);
@@ -124,14 +123,15 @@ class GpuDataPlane::Launcher {
         src = dst;
       }
       CHORUS_RETURN_IF_ERROR(comm_.Allreduce(src, dst, count, dtype, op, lane_.stream));
-      if (post != 1.0)
+      if (post != 1.0) {
         CHORUS_RETURN_IF_ERROR(Copy({CopyEntry{dst, dst, count, dtype, dtype}}, post));
+      }
       return absl::OkStatus();
     }
 
     std::vector<int64_t> counts(n);
     for (size_t i = 0; i < n; ++i) counts[i] = NumElements(response_.shapes[i]);
-    const ops::gpu::FusionLayout layout = ops::gpu::PackFusionLayout(counts, dtype, kFusionAlign);
+    const ops::gpu::FusionLayout layout = ops::gpu::PackFusionLayout(counts, wire, kFusionAlign);
     CHORUS_ASSIGN_OR_RETURN(void* fusion, plane_.FusionBuffer(lane_, layout.total_bytes));
     std::byte* buffer = Bytes(fusion);
     std::vector<CopyEntry> in, out;
@@ -140,15 +140,15 @@ class GpuDataPlane::Launcher {
       if (Entry(i) == nullptr) {
         // A joined rank contributes the op's identity and drops the result.
         CHORUS_RETURN_IF_ERROR(
-            platform_.EnqueueFillIdentity(lane_.device, slot, counts[i], dtype, op, lane_.stream));
+            platform_.EnqueueFillIdentity(lane_.device, slot, counts[i], wire, op, lane_.stream));
         continue;
       }
-      in.push_back(CopyEntry{Entry(i)->op.input.data, slot, counts[i], dtype, dtype});
-      out.push_back(CopyEntry{slot, OutputOf(*Entry(i)), counts[i], dtype, dtype});
+      in.push_back(CopyEntry{Entry(i)->op.input.data, slot, counts[i], dtype, wire});
+      out.push_back(CopyEntry{slot, OutputOf(*Entry(i)), counts[i], wire, dtype});
     }
     CHORUS_RETURN_IF_ERROR(Copy(in, pre));
-    const int64_t elements = layout.total_bytes / static_cast<int64_t>(DataTypeSize(dtype));
-    CHORUS_RETURN_IF_ERROR(comm_.Allreduce(buffer, buffer, elements, dtype, op, lane_.stream));
+    const int64_t elements = layout.total_bytes / static_cast<int64_t>(DataTypeSize(wire));
+    CHORUS_RETURN_IF_ERROR(comm_.Allreduce(buffer, buffer, elements, wire, op, lane_.stream));
     return Copy(out, post);
   }
 

@@ -100,7 +100,7 @@ struct FakeGpuCluster::State {
   std::mutex mu;
   std::condition_variable cv;
   bool hold = false;
-  int held = 0;
+  int held_ever = 0;  // collectives that were held, whether or not they still are
   std::string async_error;
   int64_t next_id = 0;
   std::map<std::string, std::shared_ptr<CommWorld>> worlds;
@@ -124,7 +124,7 @@ void FakeGpuCluster::ReleaseCollectives() {
 
 void FakeGpuCluster::WaitUntilHeld(int n) {
   std::unique_lock<std::mutex> lock(state_->mu);
-  state_->cv.wait(lock, [&] { return state_->held >= n; });
+  state_->cv.wait(lock, [&] { return state_->held_ever >= n; });
 }
 
 void FakeGpuCluster::InjectAsyncError(std::string message) {
@@ -183,6 +183,10 @@ class FakeCommunicator final : public ops::gpu::GpuCommunicator {
   absl::Status Allreduce(const void* send, void* recv, int64_t count, DataType dtype, ReduceOp op,
                          StreamHandle stream) override {
     const int64_t bytes = count * static_cast<int64_t>(DataTypeSize(dtype));
+    {
+      std::lock_guard<std::mutex> lock(state_->platform->mu);
+      state_->platform->counters.allreduce_bytes += bytes;
+    }
     return Enqueue(stream, Post{send, {}}, [=](const std::vector<Post>& posts) {
       std::vector<std::byte> out(static_cast<size_t>(bytes));
       if (bytes > 0) std::memcpy(out.data(), posts[0].send, static_cast<size_t>(bytes));
@@ -311,10 +315,9 @@ class FakeCommunicator final : public ops::gpu::GpuCommunicator {
     {
       std::unique_lock<std::mutex> lock(s.cluster->mu);
       if (s.cluster->hold) {
-        ++s.cluster->held;
+        ++s.cluster->held_ever;
         s.cluster->cv.notify_all();
         s.cluster->cv.wait(lock, [&] { return !s.cluster->hold || s.aborted.load(); });
-        --s.cluster->held;
       }
     }
     if (s.aborted.load()) return;

@@ -43,7 +43,8 @@ class FakeGpuCluster {
   // communicator is aborted (which makes it return without touching any buffer).
   void HoldCollectives();
   void ReleaseCollectives();
-  // Blocks until at least `n` collectives are being held.
+  // Blocks until at least `n` collectives have been held since the cluster was made (some may
+  // have been released or aborted since).
   void WaitUntilHeld(int n);
   // Every communicator's AsyncError reports `message` (as Unavailable) from now on.
   void InjectAsyncError(std::string message);
@@ -66,8 +67,9 @@ class FakeGpuPlatform final : public ops::gpu::GpuPlatform {
   void EnqueueHostWork(ops::gpu::StreamHandle stream, std::function<void()> work);
 
   struct Counters {
-    int64_t copy_launches = 0;  // EnqueueCopy calls with a non-empty plan
-    int64_t collectives = 0;    // collectives enqueued on communicators
+    int64_t copy_launches = 0;    // EnqueueCopy calls with a non-empty plan
+    int64_t collectives = 0;      // collectives enqueued on communicators
+    int64_t allreduce_bytes = 0;  // bytes this rank put into allreduces (count * dtype size)
     int64_t communicators_created = 0;
     int64_t communicators_destroyed = 0;  // destroyed without an abort
     int64_t communicators_aborted = 0;

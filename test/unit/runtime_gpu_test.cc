@@ -288,6 +288,85 @@ TEST_CASE("GPU allgather, broadcast, alltoall and reducescatter give device outp
   f.Report();
 }
 
+TEST_CASE("a GPU allreduce with a wire dtype reduces in float16 or bfloat16 inside the copies",
+          "[runtime][gpu]") {
+  const int n = GENERATE(2, 3);
+  const DataType wire = GENERATE(DataType::kFloat16, DataType::kBfloat16);
+  const int tensors = GENERATE(1, 3);
+  Failures f;
+  RunGpuRanks(
+      n,
+      [&](GpuRank& me) {
+        // 1 + 2^-12 is not a float16 (nor bfloat16) value: it rounds to 1 on the way in.
+        const float odd = 1.0f + 1.0f / 4096;
+        std::vector<OpRequest> ops;
+        for (int t = 0; t < tensors; ++t) {
+          std::vector<float> v = {odd, (me.rank + 1.0f) * 0.5f, 8.0f * (t + 1)};
+          OpRequest r = Op(OpType::kAllreduce, absl::StrCat("w", t),
+                           DeviceTensor(*me.gpu, v, {3}, DataType::kFloat32));
+          r.reduce_op = ReduceOp::kAverage;
+          r.prescale_factor = 2.0;
+          r.wire_dtype = wire;
+          ops.push_back(r);
+        }
+        auto hs = me.runtime->EnqueueGroup(ops);
+        f.Check(hs.ok(), hs.status().ToString());
+        if (!hs.ok()) return;
+        for (Handle h : *hs) f.Check(me.runtime->Wait(h).ok(), "wait");
+        const FakeGpuPlatform::Counters c = me.gpu->counters();
+        f.Check(c.copy_launches == 2 && c.collectives == 1,
+                absl::StrCat("launches ", c.copy_launches, ", collectives ", c.collectives));
+        // Three 2-byte elements per tensor, each slot 16-byte aligned: the reduction ran in `wire`.
+        f.Check(c.allreduce_bytes == (tensors - 1) * 16 + 6,
+                absl::StrCat("allreduce bytes ", c.allreduce_bytes));
+        double sum = 0;
+        for (int r = 0; r < n; ++r) sum += (r + 1.0) * 0.5 * 2;
+        for (int t = 0; t < tensors; ++t) {
+          const std::vector<float> got = Read<float>(ops[t].input.data, 3);
+          // The mean of 2 * value over the ranks: exact in the wire dtype for these values.
+          f.Check(got[0] == 2.0f, absl::StrCat("rounded on the way in: ", got[0]));
+          f.Check(got[1] == static_cast<float>(sum / n), absl::StrCat("mean ", got[1]));
+          f.Check(got[2] == 16.0f * (t + 1), absl::StrCat("t", t, " ", got[2]));
+        }
+      },
+      f);
+  f.Report();
+}
+
+TEST_CASE("a wire dtype outside float32 GPU allreduces is refused, and ranks must agree",
+          "[runtime][gpu]") {
+  Failures f;
+  RunGpuRanks(
+      2,
+      [&](GpuRank& me) {
+        std::vector<float> host = {1};
+        OpRequest cpu =
+            Op(OpType::kAllreduce, "cpu", TensorView{host.data(), DataType::kFloat32, {1}});
+        cpu.wire_dtype = DataType::kFloat16;
+        auto h = me.runtime->Enqueue(cpu);
+        f.Check(absl::IsInvalidArgument(h.status()) &&
+                    absl::StrContains(h.status().message(), "wire dtype"),
+                h.status().ToString());
+        std::vector<double> d = {1};
+        OpRequest f64 =
+            Op(OpType::kAllreduce, "f64", DeviceTensor(*me.gpu, d, {1}, DataType::kFloat64));
+        f64.wire_dtype = DataType::kFloat16;
+        f.Check(absl::IsInvalidArgument(me.runtime->Enqueue(f64).status()), "float64 refused");
+        // Rank 1 reduces in bfloat16, rank 0 in float16: an error on both.
+        std::vector<float> v = {1};
+        OpRequest mixed =
+            Op(OpType::kAllreduce, "mixed", DeviceTensor(*me.gpu, v, {1}, DataType::kFloat32));
+        mixed.wire_dtype = me.rank == 0 ? DataType::kFloat16 : DataType::kBfloat16;
+        auto hm = me.runtime->Enqueue(mixed);
+        absl::Status s = hm.ok() ? me.runtime->Wait(*hm) : hm.status();
+        f.Check(
+            absl::IsInvalidArgument(s) && absl::StrContains(s.message(), "mismatched wire dtype"),
+            s.ToString());
+      },
+      f);
+  f.Report();
+}
+
 TEST_CASE("GPU ops read their inputs only after the framework's stream produced them",
           "[runtime][gpu]") {
   Failures f;

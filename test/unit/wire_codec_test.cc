@@ -31,6 +31,7 @@ Request FullRequest(int32_t rank, const std::string& name) {
   r.group_size = 3;
   r.splits = {1, 0, 5, 1LL << 40};
   r.process_set_ranks = {0, 2, 5};
+  r.wire_dtype = static_cast<int32_t>(DataType::kBfloat16);
   return r;
 }
 
@@ -52,6 +53,7 @@ Response FullResponse() {
   r.new_process_set_id = 9;
   r.process_set_ranks = {1, 3};
   r.group_key = "g";
+  r.wire_dtype = static_cast<int32_t>(DataType::kFloat16);
   return r;
 }
 

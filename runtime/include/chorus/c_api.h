@@ -53,6 +53,7 @@ typedef struct {
   const int32_t* process_set_ranks;
   int32_t num_process_set_ranks;
   void* stream; /* GPU tensors: the producing cudaStream_t (NULL: the legacy default stream) */
+  int32_t wire_dtype; /* allreduce of float32 GPU tensors: float16/bfloat16 reduction; -1: none */
 } chorus_op_t;
 
 /* Fills an op with the defaults of chorus::OpRequest (sum, factors 1, set 0, ...). */

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -111,6 +112,11 @@ struct OpRequest {
   // tensors only after that event. The op's callback runs once the result is complete on the
   // device, so the framework may use it on any stream afterwards.
   void* stream = nullptr;
+  // allreduce of float32 GPU tensors only: the dtype the data is reduced and sent in, float16
+  // or bfloat16 (compression inside chorus). The copy into the fusion buffer casts down (with
+  // the prescale), the reduction runs in that dtype, the copy out casts back (with the
+  // postscale), all in the batched copy kernels. Unset: the input's dtype.
+  std::optional<DataType> wire_dtype;
 };
 
 // What an op produced. `status` is OK on success; otherwise its code says why:
