@@ -32,6 +32,7 @@
 #include "absl/status/status.h"
 #include <cuda_runtime_api.h>
 
+#include "bench/cuda_check.h"
 #include "bench/tensor_sets.h"
 #include "chorus/types.h"
 #include "ops/cuda/batched_copy.h"
@@ -58,21 +59,6 @@ struct Args {
   std::string json_path;
 };
 
-// Exits the process with status 1 on a CUDA error (a benchmark has nothing to recover).
-void Check(cudaError_t err, const char* what) {
-  if (err == cudaSuccess) return;
-  std::fprintf(stderr, "chorus_gpu_copy_bench: %s: %s (%s)\n", what, cudaGetErrorName(err),
-               cudaGetErrorString(err));
-  std::exit(1);
-}
-
-void Check(const absl::Status& status, const char* what) {
-  if (status.ok()) return;
-  std::fprintf(stderr, "chorus_gpu_copy_bench: %s: %s\n", what, status.ToString().c_str());
-  std::exit(1);
-}
-
-#define BENCH_CUDA(call) Check((call), #call)
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());

@@ -61,6 +61,7 @@
 #include "absl/types/span.h"
 #include <cuda_runtime_api.h>
 
+#include "bench/cuda_check.h"
 #include "bench/tensor_sets.h"
 #include "chorus/chorus.h"
 #include "chorus/types.h"
@@ -102,21 +103,6 @@ struct Args {
   std::string json_path;
 };
 
-// Exits the process with status 1 on a CUDA error (a benchmark has nothing to recover).
-void Check(cudaError_t err, const char* what) {
-  if (err == cudaSuccess) return;
-  std::fprintf(stderr, "chorus_gpu_steps_bench: %s: %s (%s)\n", what, cudaGetErrorName(err),
-               cudaGetErrorString(err));
-  std::exit(1);
-}
-
-void Check(const absl::Status& status, const char* what) {
-  if (status.ok()) return;
-  std::fprintf(stderr, "chorus_gpu_steps_bench: %s: %s\n", what, status.ToString().c_str());
-  std::exit(1);
-}
-
-#define BENCH_CUDA(call) Check((call), #call)
 
 // Percentile `q` in [0, 1] of non-empty `v`, interpolating between neighbours.
 double Percentile(std::vector<double> v, double q) {
