@@ -51,8 +51,7 @@ struct AlltoallLayout {
   int64_t recv_rows = 0;   // the output's first dimension
 };
 inline AlltoallLayout MakeAlltoallLayout(const std::vector<int64_t>& send_rows,
-                                         const std::vector<int64_t>& recv_rows,
-                                         int64_t row_bytes) {
+                                         const std::vector<int64_t>& recv_rows, int64_t row_bytes) {
   const size_t size = send_rows.size();
   AlltoallLayout l;
   l.send_bytes.resize(size);
@@ -69,6 +68,26 @@ inline AlltoallLayout MakeAlltoallLayout(const std::vector<int64_t>& send_rows,
     l.recv_rows += recv_rows[r];
   }
   return l;
+}
+
+// The gathered buffer of a fused allgather of m tensors is rank-major: rank 0's rows of tensor
+// 0, 1, ..., m-1, then rank 1's, ... Calls fn(k, gathered_offset, output_offset, bytes) for every
+// non-empty block, in buffer order: tensor k's bytes at gathered_offset go to output_offset of
+// its output. first_dim(k, r) is tensor k's first dimension on rank r; row_bytes[k] its row size.
+template <typename FirstDim, typename Fn>
+void ForEachAllgatherBlock(int size, const std::vector<int64_t>& row_bytes, FirstDim first_dim,
+                           Fn fn) {
+  const size_t m = row_bytes.size();
+  std::vector<int64_t> out_off(m, 0);
+  int64_t src = 0;
+  for (int r = 0; r < size; ++r) {
+    for (size_t k = 0; k < m; ++k) {
+      const int64_t bytes = first_dim(k, r) * row_bytes[k];
+      if (bytes > 0) fn(k, src, out_off[k], bytes);
+      out_off[k] += bytes;
+      src += bytes;
+    }
+  }
 }
 
 // Rows rank `rank` keeps of a reducescatter of first dimension `dim0` over `size` ranks.

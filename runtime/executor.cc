@@ -250,18 +250,11 @@ absl::Status Executor::Allgather(const Response& response,
   const absl::Time gather_start = Now();
   CHORUS_RETURN_IF_ERROR(backend.Allgatherv(send, recv, recv_bytes));
   const absl::Time unpack_start = Now();
-  std::vector<int64_t> out_off(m, 0);
-  const std::byte* src = recv;
-  for (int r = 0; r < size; ++r) {
-    for (size_t k = 0; k < m; ++k) {
-      const int64_t bytes = first_dim(k, r) * row_bytes[k];
-      if (bytes > 0) {
-        std::memcpy((*results)[k].output->data() + out_off[k], src, static_cast<size_t>(bytes));
-      }
-      out_off[k] += bytes;
-      src += bytes;
-    }
-  }
+  ForEachAllgatherBlock(size, row_bytes, first_dim,
+                        [&](size_t k, int64_t from, int64_t to, int64_t bytes) {
+                          std::memcpy((*results)[k].output->data() + to, recv + from,
+                                      static_cast<size_t>(bytes));
+                        });
   if (trace_ != nullptr) {
     const absl::Time end = Now();
     for (size_t k = 0; k < m; ++k) {

@@ -189,19 +189,11 @@ class GpuDataPlane::Launcher {
                              DataType::kUint8});
       off += bytes;
     }
-    std::vector<int64_t> out_off(m, 0);
-    const std::byte* src = recv;
-    for (int r = 0; r < size; ++r) {
-      for (size_t k = 0; k < m; ++k) {
-        const int64_t bytes = first_dim(k, r) * row_bytes[k];
-        if (bytes > 0) {
+    ForEachAllgatherBlock(
+        size, row_bytes, first_dim, [&](size_t k, int64_t from, int64_t to, int64_t bytes) {
           out.push_back(
-              CopyEntry{src, outputs[k] + out_off[k], bytes, DataType::kUint8, DataType::kUint8});
-        }
-        out_off[k] += bytes;
-        src += bytes;
-      }
-    }
+              CopyEntry{recv + from, outputs[k] + to, bytes, DataType::kUint8, DataType::kUint8});
+        });
     CHORUS_RETURN_IF_ERROR(Copy(in, 1.0));
     CHORUS_RETURN_IF_ERROR(comm_.Allgatherv(send, recv, recv_bytes, lane_.stream));
     return Copy(out, 1.0);
