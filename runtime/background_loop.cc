@@ -1,5 +1,7 @@
 #include "runtime/background_loop.h"
 
+#include "ops/mpi/mpi_wait.h"
+
 #include <algorithm>
 #include <utility>
 
@@ -53,13 +55,15 @@ void ForEachBit(const std::vector<uint64_t>& words, size_t base, int count, F f)
 }  // namespace
 
 BackgroundLoop::BackgroundLoop(Config config, std::unique_ptr<Controller> controller,
-                               SubmissionQueue* queue, ProcessSetRegistry* registry,
-                               HandleTable* handles, timeline::Timeline* timeline,
+                               SubmissionQueue* queue, EntryPool* entry_pool,
+                               ProcessSetRegistry* registry, HandleTable* handles,
+                               timeline::Timeline* timeline,
                                std::shared_ptr<ops::gpu::GpuPlatform> gpu_platform)
     : config_(std::move(config)),
       controller_(std::move(controller)),
       topology_(controller_->topology()),
       queue_(queue),
+      entry_pool_(entry_pool),
       registry_(registry),
       handles_(handles),
       timeline_(timeline),
@@ -78,6 +82,8 @@ absl::Status BackgroundLoop::Start(std::vector<std::vector<int32_t>> process_set
 }
 
 void BackgroundLoop::ThreadMain(std::vector<std::vector<int32_t>> process_sets) {
+  // The loop sleeps in short waits (burst gathering, cycle windows, waits for late peers).
+  ops::UsePreciseSleeps();
   absl::Status status = Handshake(process_sets);
   const bool ok = status.ok();
   started_.set_value(std::move(status));
@@ -268,7 +274,6 @@ void BackgroundLoop::TakeNewEntries(std::vector<int32_t>* invalid_bits) {
     }
     if (entry->request.type == OpType::kJoin) {
       if (local_join_ != nullptr) {
-        completed_names_.push_back(entry->request.name);
         completed_results_.push_back(StatusResult(absl::InvalidArgumentError(absl::StrCat(
             "join '", entry->request.name, "': this rank already has join '",
             local_join_->request.name, "' in flight; a rank joins once until the join completes"))));
@@ -386,13 +391,14 @@ absl::Status BackgroundLoop::RunCycle(bool* stop) {
     if (it != by_bit_.end()) Uncache(it->second);
     bits[1 + bit / 64] &= ~(uint64_t{1} << (bit % 64));
   });
-  // Cached tensors ready on every rank, in bit order.
-  std::vector<Response> ready;
+  // Cached tensors ready on every rank, in bit order (read in place: the cache does not change
+  // before the plan is made).
+  std::vector<const Response*> ready;
   const absl::Time bits_done = timeline_->active() ? absl::Now() : absl::InfinitePast();
   ForEachBit(bits, 1, w, [&](int32_t bit) {
     if (!cache_->Contains(bit)) return;
     cache_->Touch(bit);
-    ready.push_back(cache_->Get(bit));
+    ready.push_back(&cache_->Get(bit));
     counters_.cache_hits.fetch_add(1, std::memory_order_relaxed);
     auto it = by_bit_.find(bit);
     if (it != by_bit_.end()) {
@@ -421,9 +427,9 @@ absl::Status BackgroundLoop::RunCycle(bool* stop) {
     if (it != pending_.end()) locals[i] = it->second->request;
   }
 
-  std::vector<Response> all = std::move(ready);
-  all.insert(all.end(), negotiated.responses.begin(), negotiated.responses.end());
-  std::vector<Response> plan = PlanFusion(std::move(all), shared_.fusion_threshold_bytes,
+  std::vector<const Response*> all = std::move(ready);
+  for (const Response& r : negotiated.responses) all.push_back(&r);
+  std::vector<Response> plan = PlanFusion(all, shared_.fusion_threshold_bytes,
                                           [this](int32_t id) { return SetSize(id); });
   for (const Response& response : plan) {
     const bool tracing = timeline_->active();
@@ -444,13 +450,17 @@ absl::Status BackgroundLoop::RunCycle(bool* stop) {
     *stop = true;
     return absl::OkStatus();
   }
-  // While this rank waits on ops, the cycle time is a batching window: sleep it out. With
-  // nothing pending here, new local work starts the next cycle at once; otherwise wake after
-  // the cycle time if another rank is busy, or the idle time if none is.
+  // While this rank waits on ops, the cycle time is a batching window for local submissions:
+  // the next cycle starts once they pause (kBurstQuiet) or the window ends. Sleeping out the
+  // whole window would leave ops idle that became ready everywhere meanwhile (a burst the
+  // ranks submit out of step is negotiated in several cycles); a next cycle whose peers are
+  // not there yet waits for them in the bit vector's allreduce, without spinning.
+  // With nothing pending here, new local work starts the next cycle at once; otherwise wake
+  // after the cycle time if another rank is busy, or the idle time if none is.
   const bool busy_elsewhere = (global & kFlagBusy) != 0;
   const absl::Duration left = cycle_start + config_.cycle_time - absl::Now();
   if (!pending_.empty()) {
-    if (left > absl::ZeroDuration()) absl::SleepFor(left);
+    if (left > absl::ZeroDuration()) queue_->WaitForQuiet(kBurstQuiet, left);
   } else {
     const bool woke = queue_->WaitForWork(
         busy_elsewhere ? std::max(left, absl::ZeroDuration()) : config_.idle_cycle_time);
@@ -598,7 +608,7 @@ absl::Status BackgroundLoop::ExecuteResponse(const Response& response) {
   return status;
 }
 
-std::unique_ptr<TensorEntry> BackgroundLoop::TakePending(const std::string& name) {
+std::unique_ptr<TensorEntry> BackgroundLoop::TakePending(absl::string_view name) {
   auto it = pending_.find(name);
   if (it == pending_.end()) return nullptr;
   std::unique_ptr<TensorEntry> entry = std::move(it->second);
@@ -613,38 +623,38 @@ std::unique_ptr<TensorEntry> BackgroundLoop::TakePending(const std::string& name
   return entry;
 }
 
-void BackgroundLoop::CompleteEntry(const std::string& name, OpResult result) {
+void BackgroundLoop::CompleteEntry(absl::string_view name, OpResult result) {
   std::unique_ptr<TensorEntry> entry = TakePending(name);
   if (entry == nullptr) return;
-  completed_names_.push_back(name);
   completed_.push_back(std::move(entry));
   completed_results_.push_back(std::move(result));
 }
 
-void BackgroundLoop::Deliver(const std::vector<std::string>& names,
-                             std::vector<std::unique_ptr<TensorEntry>>* entries,
+void BackgroundLoop::Deliver(std::vector<std::unique_ptr<TensorEntry>>* entries,
                              std::vector<OpResult>* results,
                              std::vector<std::pair<Handle, OpResult>>* handle_scratch) {
   // Forget the names first so that a waiter may reuse them as soon as its handle is done.
-  queue_->Forget(names);
+  queue_->Forget(*entries);
   for (size_t i = 0; i < entries->size(); ++i) {
     TensorEntry& entry = *(*entries)[i];
     if (entry.ready_event != nullptr) {
       gpu_platform_->DestroyEvent(entry.op.input.device, entry.ready_event);
       entry.ready_event = nullptr;
     }
-    if (entry.done) entry.done((*results)[i]);
+    if (entry.done) {
+      entry.done((*results)[i]);
+      entry.done = nullptr;  // what it holds goes now, not when the entry is reused
+    }
     handle_scratch->emplace_back(entry.handle, std::move((*results)[i]));
   }
   handles_->CompleteMany(handle_scratch);
-  entries->clear();
+  entry_pool_->Retire(entries);
   results->clear();
 }
 
 void BackgroundLoop::FlushCompletions() {
   if (completed_.empty()) return;
-  Deliver(completed_names_, &completed_, &completed_results_, &completed_handles_);
-  completed_names_.clear();
+  Deliver(&completed_, &completed_results_, &completed_handles_);
 }
 
 absl::Status BackgroundLoop::LaunchOnGpu(const Response& response, ProcessSet& set,
@@ -653,11 +663,8 @@ absl::Status BackgroundLoop::LaunchOnGpu(const Response& response, ProcessSet& s
     // Runs on the GPU completion thread: only thread-safe state (queue, handles).
     auto deliver = [this](std::vector<std::unique_ptr<TensorEntry>>* done,
                           std::vector<OpResult>* results) {
-      std::vector<std::string> names;
-      names.reserve(done->size());
-      for (const std::unique_ptr<TensorEntry>& e : *done) names.push_back(e->request.name);
       std::vector<std::pair<Handle, OpResult>> handles;
-      Deliver(names, done, results, &handles);
+      Deliver(done, results, &handles);
     };
     gpu_ = std::make_unique<GpuDataPlane>(gpu_platform_, shared_, config_.gpu_op_timeout,
                                           std::move(deliver));
@@ -672,10 +679,9 @@ absl::Status BackgroundLoop::LaunchOnGpu(const Response& response, ProcessSet& s
 void BackgroundLoop::FailAllPending(const absl::Status& status) {
   std::vector<std::string> names;
   names.reserve(pending_.size());
-  for (const auto& [name, entry] : pending_) names.push_back(name);
+  for (const auto& [name, entry] : pending_) names.emplace_back(name);
   for (const std::string& name : names) CompleteEntry(name, StatusResult(status));
   for (std::unique_ptr<TensorEntry>& entry : queue_->DrainAll()) {
-    completed_names_.push_back(entry->request.name);
     completed_.push_back(std::move(entry));
     completed_results_.push_back(StatusResult(status));
   }

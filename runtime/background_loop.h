@@ -46,8 +46,10 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "runtime/config.h"
 #include "runtime/controller.h"
+#include "runtime/entry_pool.h"
 #include "runtime/coordinator.h"
 #include "runtime/executor.h"
 #include "runtime/gpu/gpu_data_plane.h"
@@ -62,10 +64,10 @@ namespace chorus::runtime {
 
 class BackgroundLoop {
  public:
-  // Borrows `queue`, `registry`, `handles` and `timeline` (they outlive the loop). GPU tensors
-  // run on `gpu_platform` (ops/gpu_platform.h).
+  // Borrows `queue`, `entry_pool` (where completed entries go), `registry`, `handles` and
+  // `timeline` (they outlive the loop). GPU tensors run on `gpu_platform` (ops/gpu_platform.h).
   BackgroundLoop(Config config, std::unique_ptr<Controller> controller, SubmissionQueue* queue,
-                 ProcessSetRegistry* registry, HandleTable* handles,
+                 EntryPool* entry_pool, ProcessSetRegistry* registry, HandleTable* handles,
                  timeline::Timeline* timeline,
                  std::shared_ptr<ops::gpu::GpuPlatform> gpu_platform);
   // Joins the thread. REQUIRES: the queue was closed (the loop then stops).
@@ -121,15 +123,15 @@ class BackgroundLoop {
   absl::Status LaunchOnGpu(const Response& response, ProcessSet& set,
                            const std::vector<TensorEntry*>& entries);
   // Takes the entry out of pending_ and every index of it (null when unknown).
-  std::unique_ptr<TensorEntry> TakePending(const std::string& name);
-  // Forgets the names of finished entries, runs their callbacks and completes their handles.
+  std::unique_ptr<TensorEntry> TakePending(absl::string_view name);
+  // Forgets the names of finished entries, runs their callbacks, completes their handles and
+  // retires the entries to the pool.
   // Thread-safe (queue and handle table are); the GPU completion thread calls it too.
-  void Deliver(const std::vector<std::string>& names,
-               std::vector<std::unique_ptr<TensorEntry>>* entries,
+  void Deliver(std::vector<std::unique_ptr<TensorEntry>>* entries,
                std::vector<OpResult>* results,
                std::vector<std::pair<Handle, OpResult>>* handle_scratch);
   // Takes the entry out of pending_ and queues its completion for FlushCompletions.
-  void CompleteEntry(const std::string& name, OpResult result);
+  void CompleteEntry(absl::string_view name, OpResult result);
   // Runs the queued completions: forgets the names, runs callbacks, completes the handles.
   void FlushCompletions();
   void FailAllPending(const absl::Status& status);
@@ -148,6 +150,7 @@ class BackgroundLoop {
   std::unique_ptr<Controller> controller_;
   Topology topology_;
   SubmissionQueue* queue_;
+  EntryPool* entry_pool_;
   ProcessSetRegistry* registry_;
   HandleTable* handles_;
   timeline::Timeline* timeline_;
@@ -161,7 +164,9 @@ class BackgroundLoop {
   std::shared_ptr<ops::gpu::GpuPlatform> gpu_platform_;
   std::unique_ptr<GpuDataPlane> gpu_;  // created by the first GPU response
   std::map<int32_t, ProcessSet> process_sets_;
-  absl::flat_hash_map<std::string, std::unique_ptr<TensorEntry>> pending_;
+  // Entries taken from the queue and not yet completed, by name (a view of the owned entry's
+  // request.name, which lives as long as the map element).
+  absl::flat_hash_map<absl::string_view, std::unique_ptr<TensorEntry>> pending_;
   std::vector<TensorEntry*> unsent_;       // pending entries not yet sent to the coordinator
   std::vector<int32_t> joined_ranks_;      // as last broadcast by the coordinator
   TensorEntry* local_join_ = nullptr;      // this rank's pending join, if any (in pending_)
@@ -172,7 +177,6 @@ class BackgroundLoop {
   // Completions of the current response, flushed together (one lock per table, not per op).
   std::vector<std::unique_ptr<TensorEntry>> completed_;
   std::vector<OpResult> completed_results_;
-  std::vector<std::string> completed_names_;
   std::vector<std::pair<Handle, OpResult>> completed_handles_;
   // Timeline scratch for the response being executed: the traced tensors by name index (row
   // -1: not held here) and what the executor did.

@@ -3,7 +3,9 @@
 // Fusion planning (see runtime/fusion_planner.h for the rules). Runs every cycle on every rank,
 // so it is linear in the common case (one compatible run of small responses) and at most
 // O(n * batches) otherwise: unplaced responses sit in a linked list, so a batch's scan never
-// revisits placed ones, and fused names and shapes are moved, never copied.
+// revisits placed ones. The inputs are read in place (cached responses are not copied whole):
+// a batch copies its first response and then only the names, shapes and first dimensions of
+// the others.
 #include "runtime/fusion_planner.h"
 
 #include <cstddef>
@@ -28,10 +30,10 @@ bool Compatible(const Response& a, const Response& b) {
          a.group_key == b.group_key && a.wire_dtype == b.wire_dtype;
 }
 
-// Appends `from`'s tensors to `into` (same type, dtype and set), moving the vectors' elements.
-void Append(Response& into, Response&& from) {
-  for (std::string& name : from.names) into.names.push_back(std::move(name));
-  for (std::vector<int64_t>& shape : from.shapes) into.shapes.push_back(std::move(shape));
+// Appends `from`'s tensors to `into` (same type, dtype and set).
+void Append(Response& into, const Response& from) {
+  into.names.insert(into.names.end(), from.names.begin(), from.names.end());
+  into.shapes.insert(into.shapes.end(), from.shapes.begin(), from.shapes.end());
   into.first_dims.insert(into.first_dims.end(), from.first_dims.begin(), from.first_dims.end());
 }
 
@@ -59,7 +61,8 @@ int64_t ResponseBytes(const Response& response, int set_size) {
   return bytes;
 }
 
-std::vector<Response> PlanFusion(std::vector<Response> responses, int64_t threshold_bytes,
+std::vector<Response> PlanFusion(absl::Span<const Response* const> responses,
+                                 int64_t threshold_bytes,
                                  const std::function<int(int32_t)>& set_size_of) {
   const size_t n = responses.size();
   std::vector<Response> out;
@@ -69,7 +72,7 @@ std::vector<Response> PlanFusion(std::vector<Response> responses, int64_t thresh
   // Byte sizes of the fusable ungrouped responses (the only ones the threshold applies to).
   std::vector<int64_t> bytes(n, 0);
   for (size_t i = 0; i < n; ++i) {
-    const Response& r = responses[i];
+    const Response& r = *responses[i];
     if (!Fusable(r) || !r.group_key.empty()) continue;
     const int set_size = r.type == OpType::kAllgather ? set_size_of(r.process_set_id) : 0;
     bytes[i] = ResponseBytes(r, set_size);
@@ -95,9 +98,9 @@ std::vector<Response> PlanFusion(std::vector<Response> responses, int64_t thresh
   while (head != n) {
     const size_t first = head;
     unlink(first);
-    Response& base = responses[first];
+    const Response& base = *responses[first];
     if (!Fusable(base)) {
-      out.push_back(std::move(base));
+      out.push_back(base);
       continue;
     }
     batch.clear();
@@ -106,7 +109,7 @@ std::vector<Response> PlanFusion(std::vector<Response> responses, int64_t thresh
     if (grouped || (threshold_bytes > 0 && total <= threshold_bytes)) {
       for (size_t j = head; j != n;) {
         const size_t after = next[j];
-        const Response& cand = responses[j];
+        const Response& cand = *responses[j];
         if (Fusable(cand) && Compatible(base, cand) &&
             (grouped || total + bytes[j] <= threshold_bytes)) {
           total += bytes[j];
@@ -116,16 +119,24 @@ std::vector<Response> PlanFusion(std::vector<Response> responses, int64_t thresh
         j = after;
       }
     }
+    Response& fused = out.emplace_back(base);
     if (!batch.empty()) {
       size_t tensors = base.names.size();
-      for (size_t j : batch) tensors += responses[j].names.size();
-      base.names.reserve(tensors);
-      base.shapes.reserve(tensors);
-      for (size_t j : batch) Append(base, std::move(responses[j]));
+      for (size_t j : batch) tensors += responses[j]->names.size();
+      fused.names.reserve(tensors);
+      fused.shapes.reserve(tensors);
+      for (size_t j : batch) Append(fused, *responses[j]);
     }
-    out.push_back(std::move(base));
   }
   return out;
+}
+
+std::vector<Response> PlanFusion(const std::vector<Response>& responses, int64_t threshold_bytes,
+                                 const std::function<int(int32_t)>& set_size_of) {
+  std::vector<const Response*> in;
+  in.reserve(responses.size());
+  for (const Response& r : responses) in.push_back(&r);
+  return PlanFusion(in, threshold_bytes, set_size_of);
 }
 
 }  // namespace chorus::runtime

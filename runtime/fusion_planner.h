@@ -28,6 +28,7 @@
 #include <functional>
 #include <vector>
 
+#include "absl/types/span.h"
 #include "runtime/message.h"
 
 namespace chorus::runtime {
@@ -35,8 +36,12 @@ namespace chorus::runtime {
 // Bytes a response moves (see above). For allgather, `set_size` is its process set's size.
 int64_t ResponseBytes(const Response& response, int set_size);
 
-// `set_size_of(process_set_id)` returns the size of a process set.
-std::vector<Response> PlanFusion(std::vector<Response> responses, int64_t threshold_bytes,
+// `set_size_of(process_set_id)` returns the size of a process set. The responses are only
+// read (the fused ones are copies).
+std::vector<Response> PlanFusion(absl::Span<const Response* const> responses,
+                                 int64_t threshold_bytes,
+                                 const std::function<int(int32_t)>& set_size_of);
+std::vector<Response> PlanFusion(const std::vector<Response>& responses, int64_t threshold_bytes,
                                  const std::function<int(int32_t)>& set_size_of);
 
 }  // namespace chorus::runtime

@@ -77,8 +77,8 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(
   settings.stop_cycle = config.timeline_stop_cycle;
   runtime->timeline_ = std::make_unique<timeline::Timeline>(std::move(settings));
   runtime->loop_ = std::make_unique<BackgroundLoop>(
-      std::move(config), std::move(controller), &runtime->queue_, &runtime->registry_,
-      &runtime->handles_, runtime->timeline_.get(), runtime->gpu_platform_);
+      std::move(config), std::move(controller), &runtime->queue_, &runtime->entry_pool_,
+      &runtime->registry_, &runtime->handles_, runtime->timeline_.get(), runtime->gpu_platform_);
   absl::Status started = runtime->loop_->Start(std::move(process_sets));
   if (!started.ok()) {
     runtime->queue_.Close(absl::StrCat("chorus failed to start: ", started.ToString()));
@@ -248,7 +248,7 @@ absl::StatusOr<std::unique_ptr<TensorEntry>> Runtime::MakeEntry(OpRequest r,
     }
   }
 
-  auto entry = std::make_unique<TensorEntry>();
+  std::unique_ptr<TensorEntry> entry = entry_pool_.Take();
   Request& q = entry->request;
   q.request_rank = topology_.rank;
   q.type = r.type;
@@ -315,9 +315,7 @@ absl::StatusOr<Handle> Runtime::Enqueue(OpRequest request, DoneCallback done) {
   const Handle handle = handles_.Create();
   entry->handle = handle;
   entry->done = std::move(done);
-  std::vector<std::unique_ptr<TensorEntry>> batch;
-  batch.push_back(std::move(entry));
-  absl::Status pushed = queue_.Push(std::move(batch));
+  absl::Status pushed = queue_.Push(std::move(entry));
   if (!pushed.ok()) {
     handles_.Discard(handle);
     return pushed;

@@ -23,6 +23,7 @@
 #include "runtime/controller.h"
 #include "runtime/handle_table.h"
 #include "ops/gpu_platform.h"
+#include "runtime/entry_pool.h"
 #include "runtime/process_set_registry.h"
 #include "runtime/submission_queue.h"
 
@@ -82,6 +83,7 @@ class Runtime {
   Config config_;
   Topology topology_;
   std::string controller_name_;
+  EntryPool entry_pool_;  // outlives loop_
   SubmissionQueue queue_;
   ProcessSetRegistry registry_;
   HandleTable handles_;

@@ -7,6 +7,17 @@
 
 namespace chorus::runtime {
 
+namespace {
+
+absl::Status AlreadyInFlight(const Request& request) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      OpTypeName(request.type), " of tensor '", request.name,
+      "': a tensor with this name is already in flight on this rank; names must be unique "
+      "among ops that have not completed"));
+}
+
+}  // namespace
+
 absl::Status SubmissionQueue::Push(std::vector<std::unique_ptr<TensorEntry>> entries) {
   MutexLock lock(&mu_);
   if (closed_) return absl::FailedPreconditionError(closed_why_);
@@ -14,12 +25,7 @@ absl::Status SubmissionQueue::Push(std::vector<std::unique_ptr<TensorEntry>> ent
     const std::string& name = entries[i]->request.name;
     bool repeated = in_flight_.contains(name);
     for (size_t j = 0; j < i && !repeated; ++j) repeated = entries[j]->request.name == name;
-    if (repeated) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          OpTypeName(entries[i]->request.type), " of tensor '", name,
-          "': a tensor with this name is already in flight on this rank; names must be unique "
-          "among ops that have not completed"));
-    }
+    if (repeated) return AlreadyInFlight(entries[i]->request);
   }
   for (auto& entry : entries) {
     in_flight_.insert(entry->request.name);
@@ -28,6 +34,16 @@ absl::Status SubmissionQueue::Push(std::vector<std::unique_ptr<TensorEntry>> ent
   }
   // Wake the loop only when it sleeps: a notify costs a syscall per submitted tensor otherwise.
   if (waiting_) work_cv_.notify_one();
+  return absl::OkStatus();
+}
+
+absl::Status SubmissionQueue::Push(std::unique_ptr<TensorEntry> entry) {
+  MutexLock lock(&mu_);
+  if (closed_) return absl::FailedPreconditionError(closed_why_);
+  if (!in_flight_.insert(entry->request.name).second) return AlreadyInFlight(entry->request);
+  queued_.push_back(std::move(entry));
+  ++pushed_;
+  if (waiting_) work_cv_.notify_one();  // as above
   return absl::OkStatus();
 }
 
@@ -60,9 +76,9 @@ void SubmissionQueue::WaitForQuiet(absl::Duration quiet, absl::Duration max_wait
   }
 }
 
-void SubmissionQueue::Forget(const std::vector<std::string>& names) {
+void SubmissionQueue::Forget(const std::vector<std::unique_ptr<TensorEntry>>& entries) {
   MutexLock lock(&mu_);
-  for (const std::string& name : names) in_flight_.erase(name);
+  for (const std::unique_ptr<TensorEntry>& entry : entries) in_flight_.erase(entry->request.name);
 }
 
 void SubmissionQueue::Close(std::string why) {

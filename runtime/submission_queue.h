@@ -16,6 +16,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "runtime/common/mutex.h"
 #include "absl/time/time.h"
 #include "runtime/tensor_entry.h"
@@ -27,6 +28,8 @@ class SubmissionQueue {
   // Queues all entries or none: InvalidArgument when a name is already in flight (or repeated
   // within `entries`), FailedPrecondition once Close() was called (the message is `closed_why`).
   absl::Status Push(std::vector<std::unique_ptr<TensorEntry>> entries) ABSL_LOCKS_EXCLUDED(mu_);
+  // Push of one entry (the per-op path: no vector).
+  absl::Status Push(std::unique_ptr<TensorEntry> entry) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Takes everything queued, in submission order.
   std::vector<std::unique_ptr<TensorEntry>> DrainAll() ABSL_LOCKS_EXCLUDED(mu_);
@@ -39,8 +42,9 @@ class SubmissionQueue {
   // after `max_wait`. Used to take a burst of submissions in one cycle.
   void WaitForQuiet(absl::Duration quiet, absl::Duration max_wait) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // The names are no longer in flight (their ops completed).
-  void Forget(const std::vector<std::string>& names) ABSL_LOCKS_EXCLUDED(mu_);
+  // The entries' names are no longer in flight (their ops completed). REQUIRES: called for
+  // every pushed entry before it is destroyed (in_flight_ views its name).
+  void Forget(const std::vector<std::unique_ptr<TensorEntry>>& entries) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Refuses further pushes with FailedPrecondition(why) and wakes the waiter.
   void Close(std::string why) ABSL_LOCKS_EXCLUDED(mu_);
@@ -50,10 +54,12 @@ class SubmissionQueue {
   mutable Mutex mu_;
   std::condition_variable work_cv_;  // signalled by Push and Close
   std::vector<std::unique_ptr<TensorEntry>> queued_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_set<std::string> in_flight_ ABSL_GUARDED_BY(mu_);
+  // Names of pushed entries not yet forgotten: views of their request.name (an entry's name
+  // never changes after Push and the entry outlives its Forget).
+  absl::flat_hash_set<absl::string_view> in_flight_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
-  bool waiting_ ABSL_GUARDED_BY(mu_) = false;
-  int64_t pushed_ ABSL_GUARDED_BY(mu_) = 0;  // entries pushed so far  // the loop is blocked in WaitForWork
+  bool waiting_ ABSL_GUARDED_BY(mu_) = false;  // the loop is blocked in WaitForWork
+  int64_t pushed_ ABSL_GUARDED_BY(mu_) = 0;  // entries pushed so far
   std::string closed_why_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -5,8 +5,11 @@
 #ifndef CHORUS_RUNTIME_TENSOR_ENTRY_H_
 #define CHORUS_RUNTIME_TENSOR_ENTRY_H_
 
+#include <cstdint>
 #include <functional>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/time/time.h"
 #include "chorus/chorus.h"
@@ -30,6 +33,27 @@ struct TensorEntry {
   int32_t cache_bit = -1;         // >= 0: waiting on the cache fast path at this bit
   bool in_unsent = false;          // listed in the loop's unsent_ (not yet sent to rank 0)
   absl::Time ready_at = absl::InfinitePast();  // when negotiation ended (set while tracing)
+
+  // Back to the state of a new entry (for reuse, see EntryPool), except that the request's
+  // name and shape keep their heap buffers (empty) so that refilling them need not allocate.
+  // Every member above is reset here.
+  void ResetForReuse() {
+    op = OpRequest{};
+    std::string name = std::move(request.name);
+    std::vector<int64_t> shape = std::move(request.shape);
+    request = Request{};
+    name.clear();
+    shape.clear();
+    request.name = std::move(name);
+    request.shape = std::move(shape);
+    handle = 0;
+    done = nullptr;
+    enqueued_at = absl::Time();
+    ready_event = nullptr;
+    cache_bit = -1;
+    in_unsent = false;
+    ready_at = absl::InfinitePast();
+  }
 };
 
 // Where an allreduce result goes: the explicit output, else the input (in place).

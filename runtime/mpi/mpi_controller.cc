@@ -10,6 +10,7 @@
 
 #include "ops/mpi/mpi_backend.h"
 #include "ops/mpi/mpi_datatypes.h"
+#include "ops/mpi/mpi_wait.h"
 #include "runtime/common/status_macros.h"
 
 namespace chorus::runtime {
@@ -128,8 +129,10 @@ absl::Status MpiController::GatherToRoot(const std::string& mine, std::vector<st
   const bool root = topology_.rank == 0;
   const int my_size = static_cast<int>(mine.size());
   std::vector<int> sizes(root ? static_cast<size_t>(topology_.size) : 0);
-  CHORUS_MPI_RETURN_IF_ERROR(
-      MPI_Gather(&my_size, 1, MPI_INT, root ? sizes.data() : nullptr, 1, MPI_INT, 0, comm_));
+  MPI_Request request = MPI_REQUEST_NULL;
+  CHORUS_MPI_RETURN_IF_ERROR(MPI_Igather(&my_size, 1, MPI_INT, root ? sizes.data() : nullptr, 1,
+                                         MPI_INT, 0, comm_, &request));
+  CHORUS_RETURN_IF_ERROR(ops::WaitPolitely(&request, "MPI_Igather"));
 
   std::vector<int> displs(sizes.size());
   int64_t total = 0;
@@ -144,9 +147,10 @@ absl::Status MpiController::GatherToRoot(const std::string& mine, std::vector<st
                                         " bytes in total exceed INT_MAX");
   }
   std::string buffer(root ? static_cast<size_t>(total) : 0, '\0');
-  CHORUS_MPI_RETURN_IF_ERROR(MPI_Gatherv(mine.data(), my_size, MPI_BYTE,
-                                         root ? buffer.data() : nullptr, sizes.data(),
-                                         displs.data(), MPI_BYTE, 0, comm_));
+  CHORUS_MPI_RETURN_IF_ERROR(MPI_Igatherv(mine.data(), my_size, MPI_BYTE,
+                                          root ? buffer.data() : nullptr, sizes.data(),
+                                          displs.data(), MPI_BYTE, 0, comm_, &request));
+  CHORUS_RETURN_IF_ERROR(ops::WaitPolitely(&request, "MPI_Igatherv"));
   if (root) {
     all->reserve(sizes.size());
     for (size_t r = 0; r < sizes.size(); ++r) {
@@ -158,13 +162,16 @@ absl::Status MpiController::GatherToRoot(const std::string& mine, std::vector<st
 
 absl::Status MpiController::BroadcastFromRoot(std::string* data) {
   int64_t size = static_cast<int64_t>(data->size());
-  CHORUS_MPI_RETURN_IF_ERROR(MPI_Bcast(&size, 1, MPI_INT64_T, 0, comm_));
+  MPI_Request request = MPI_REQUEST_NULL;
+  CHORUS_MPI_RETURN_IF_ERROR(MPI_Ibcast(&size, 1, MPI_INT64_T, 0, comm_, &request));
+  CHORUS_RETURN_IF_ERROR(ops::WaitPolitely(&request, "MPI_Ibcast"));
   if (topology_.rank != 0) data->resize(static_cast<size_t>(size));
   // Every rank knows `size`, so all split the payload into the same int-sized pieces.
   int64_t done = 0;
   while (done < size) {
     const int n = static_cast<int>(std::min<int64_t>(size - done, INT_MAX));
-    CHORUS_MPI_RETURN_IF_ERROR(MPI_Bcast(data->data() + done, n, MPI_BYTE, 0, comm_));
+    CHORUS_MPI_RETURN_IF_ERROR(MPI_Ibcast(data->data() + done, n, MPI_BYTE, 0, comm_, &request));
+    CHORUS_RETURN_IF_ERROR(ops::WaitPolitely(&request, "MPI_Ibcast"));
     done += n;
   }
   return absl::OkStatus();
@@ -174,8 +181,11 @@ absl::Status MpiController::AllreduceBitAnd(absl::Span<uint64_t> bits) {
   if (bits.size() > static_cast<size_t>(INT_MAX)) {
     return absl::InvalidArgumentError("AllreduceBitAnd: bit vector too long");
   }
-  CHORUS_MPI_RETURN_IF_ERROR(MPI_Allreduce(MPI_IN_PLACE, bits.data(), static_cast<int>(bits.size()),
-                                           MPI_UINT64_T, MPI_BAND, comm_));
+  MPI_Request request = MPI_REQUEST_NULL;
+  CHORUS_MPI_RETURN_IF_ERROR(MPI_Iallreduce(MPI_IN_PLACE, bits.data(),
+                                            static_cast<int>(bits.size()), MPI_UINT64_T, MPI_BAND,
+                                            comm_, &request));
+  CHORUS_RETURN_IF_ERROR(ops::WaitPolitely(&request, "MPI_Iallreduce"));
   return absl::OkStatus();
 }
 

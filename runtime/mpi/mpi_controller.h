@@ -2,7 +2,9 @@
 //
 // Controller over MPI: the control plane on a private duplicate of the job's communicator,
 // topology from MPI_Comm_split_type(SHARED) and a split by local rank, and MpiBackend data
-// planes per process set (MPI_Comm_split of the world communicator).
+// planes per process set (MPI_Comm_split of the world communicator). The negotiation calls
+// (GatherToRoot, BroadcastFromRoot, AllreduceBitAnd) are non-blocking collectives completed by
+// ops::WaitPolitely: a rank whose peers are late sleeps instead of spinning (ops/mpi/mpi_wait.h).
 //
 // MPI lifecycle: Create() calls MPI_Init_thread(MPI_THREAD_MULTIPLE) unless MPI is already
 // initialised (then it uses it, whatever thread level it has). chorus never calls MPI_Finalize

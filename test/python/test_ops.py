@@ -374,3 +374,52 @@ def test_alltoall_bad_splits_rejected():
         hvd.alltoall(torch.ones(size, 2), splits=[1] * (size + 1), name="bad_splits_count")
     with pytest.raises(ValueError):
         hvd.alltoall(torch.ones(size, 2), splits=[2] * size, name="bad_splits_sum")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_allreduce_async_inplace_fast_and_general_paths_agree(dtype):
+    """allreduce_async_ of a named dense contiguous CPU tensor is checked and submitted in C
+    (chorus.torch's per-gradient fast path); every other call takes the Python path. Both give
+    the same results, in place, for every op, dtype, scale and tensor kind."""
+    from chorus import handles
+    inputs = all_inputs((4, 3), dtype)
+    for op in [hvd.Sum, hvd.Average, hvd.Min, hvd.Max, hvd.Product]:
+        for kind in ("fast", "parameter", "noncontig", "unnamed", "int_scale"):
+            t = inputs[hvd.rank()].clone()
+            name = "fastpath.%s.%s.%s" % (dtype, op, kind)
+            if kind == "parameter" and dtype.is_floating_point:
+                t = torch.nn.Parameter(t, requires_grad=False)
+            if kind == "noncontig":
+                t = t.t().contiguous().t()
+            before = len(handles._pending)
+            if kind == "unnamed":
+                h = hvd.allreduce_async_(t, op=op)
+            elif kind == "int_scale":
+                h = hvd.allreduce_async_(t, name=name, op=op, prescale_factor=1,
+                                         postscale_factor=1)
+            else:
+                h = hvd.allreduce_async_(t, name=name, op=op)
+            assert handles.is_pending(h) and len(handles._pending) == before + 1
+            assert hvd.poll(h) in (True, False)
+            assert hvd.synchronize(h) is t
+            assert not handles.is_pending(h)
+            check_close(t, expected_reduce(inputs, op), dtype)
+
+
+def test_allreduce_async_inplace_fast_path_errors_match_general_path():
+    t = torch.ones(3)
+    h = hvd.allreduce_async_(t, name="fastpath.dup", op=hvd.Sum)
+    # The same name in flight: the runtime refuses it, on the fast path as on the general one.
+    with pytest.raises(ValueError, match="already in flight"):
+        hvd.allreduce_async_(torch.ones(3), name="fastpath.dup", op=hvd.Sum)
+    with pytest.raises(ValueError, match="already in flight"):
+        hvd.allreduce_async_(torch.ones(3).t(), name="fastpath.dup", op=hvd.Sum, prescale_factor=2)
+    hvd.synchronize(h)
+    with pytest.raises(ValueError, match="unknown reduction op"):
+        hvd.allreduce_async_(torch.ones(3), name="fastpath.badop", op=17)
+    with pytest.raises(hvd.HorovodInternalError, match="Adasum is not implemented"):
+        hvd.allreduce_async_(torch.ones(3), name="fastpath.adasum", op=hvd.Adasum)
+    with pytest.raises(ValueError, match="not supported"):
+        hvd.allreduce_async_(torch.ones(3, dtype=torch.complex64), name="fastpath.complex")
+    with pytest.raises(ValueError, match="sparse"):
+        hvd.allreduce_async_(torch.ones(3).to_sparse(), name="fastpath.sparse")

@@ -287,13 +287,15 @@ bool ArgShape(PyObject* o, std::vector<int64_t>* shape) {
   return true;
 }
 
-// Reads (data, dtype, shape, device) into `t`; `shape` backs t->shape.
+// Reads (data, dtype, shape, device) into `t`; `shape` backs t->shape. A null `device` is
+// the host (-1).
 bool ArgTensor(PyObject* data, PyObject* dtype, PyObject* shape, PyObject* device,
                std::vector<int64_t>* shape_store, chorus_tensor_t* t) {
   unsigned long long d = PyLong_AsUnsignedLongLong(data);
   if (d == static_cast<unsigned long long>(-1) && PyErr_Occurred()) return false;
-  int64_t dt = 0, dev = 0;
-  if (!ArgInt(dtype, &dt) || !ArgShape(shape, shape_store) || !ArgInt(device, &dev)) {
+  int64_t dt = 0, dev = -1;
+  if (!ArgInt(dtype, &dt) || !ArgShape(shape, shape_store) ||
+      (device != nullptr && !ArgInt(device, &dev))) {
     return false;
   }
   t->data = reinterpret_cast<void*>(static_cast<uintptr_t>(d));
@@ -402,7 +404,174 @@ PyObject* ReleaseStatus(PyObject*, PyObject* arg) {
   return ret;
 }
 
+// ---- chorus.torch's fast path for the per-gradient op: allreduce_async_ of a dense,
+// contiguous CPU tensor with a name (what DistributedOptimizer submits per gradient). It reads
+// the tensor's attributes through the C API and registers the handle in the Python handle
+// table itself, skipping the Python-level checks and calls (about a microsecond per op). It
+// returns None, having done nothing, whenever the op needs the general path (another tensor
+// kind, device or op, an odd argument), which then raises whatever error applies.
+
+struct TorchFastPath {
+  PyObject* dtypes = nullptr;        // dict: torch.dtype -> chorus DataType value
+  PyObject* pending = nullptr;       // chorus.handles._pending
+  PyObject* next_handle = nullptr;   // chorus.handles._next_handle (an iterator)
+  PyObject* tensor_types = nullptr;  // tuple of the exact types taken (torch.Tensor, ...)
+  PyObject* dtype = nullptr;         // interned attribute names
+  PyObject* is_sparse = nullptr;
+  PyObject* is_cpu = nullptr;
+  PyObject* is_contiguous = nullptr;
+  PyObject* data_ptr = nullptr;
+  PyObject* shape = nullptr;
+  PyObject* process_set_id = nullptr;
+};
+TorchFastPath g_torch;  // GIL-protected; set once by setup_torch_fast_path
+
+// setup_torch_fast_path(dtypes, pending, next_handle, tensor_types)
+PyObject* SetupTorchFastPath(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 4 || !PyDict_Check(args[0]) || !PyDict_Check(args[1]) ||
+      !PyIter_Check(args[2]) || !PyTuple_Check(args[3])) {
+    PyErr_SetString(PyExc_TypeError,
+                    "setup_torch_fast_path(dtypes: dict, pending: dict, next_handle: iterator, "
+                    "tensor_types: tuple)");
+    return nullptr;
+  }
+  PyObject** slots[] = {&g_torch.dtypes, &g_torch.pending, &g_torch.next_handle,
+                        &g_torch.tensor_types};
+  for (int i = 0; i < 4; ++i) Py_XSETREF(*slots[i], Py_NewRef(args[i]));
+  struct {
+    PyObject** slot;
+    const char* name;
+  } names[] = {{&g_torch.dtype, "dtype"},         {&g_torch.is_sparse, "is_sparse"},
+               {&g_torch.is_cpu, "is_cpu"},       {&g_torch.is_contiguous, "is_contiguous"},
+               {&g_torch.data_ptr, "data_ptr"},   {&g_torch.shape, "shape"},
+               {&g_torch.process_set_id, "process_set_id"}};
+  for (auto& n : names) {
+    if (*n.slot == nullptr) *n.slot = PyUnicode_InternFromString(n.name);
+    if (*n.slot == nullptr) return nullptr;
+  }
+  Py_RETURN_NONE;
+}
+
+// Gets attribute `name` of `o`; nullptr (with no Python error left) when that fails.
+PyObject* QuietAttr(PyObject* o, PyObject* name) {
+  PyObject* v = PyObject_GetAttr(o, name);
+  if (v == nullptr) PyErr_Clear();
+  return v;
+}
+
+// True when `o` is exactly the bool `want` (a new reference `o` is released).
+bool IsBool(PyObject* o, PyObject* want) {
+  const bool is = o == want;
+  Py_XDECREF(o);
+  return is;
+}
+
+// torch_allreduce_inplace(tensor, full_name, op, prescale, postscale, process_set) -> handle of
+// the Python handle table, or None (nothing done: use the general path). Raises like
+// enqueue_op when the runtime refuses the op.
+PyObject* TorchAllreduceInplace(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 6) {
+    PyErr_SetString(PyExc_TypeError, "torch_allreduce_inplace takes 6 positional arguments");
+    return nullptr;
+  }
+  if (g_torch.dtypes == nullptr) Py_RETURN_NONE;
+  PyObject* tensor = args[0];
+  bool known_type = false;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(g_torch.tensor_types); ++i) {
+    known_type |= Py_TYPE(tensor) == reinterpret_cast<PyTypeObject*>(
+                                          PyTuple_GET_ITEM(g_torch.tensor_types, i));
+  }
+  if (!known_type || !PyUnicode_CheckExact(args[1]) || !PyLong_CheckExact(args[2]) ||
+      !PyFloat_CheckExact(args[3]) || !PyFloat_CheckExact(args[4])) {
+    Py_RETURN_NONE;
+  }
+  const long reduce_op = PyLong_AsLong(args[2]);
+  // Sum, Average, Min, Max, Product (Adasum and unknown values: the general path says why).
+  if (reduce_op < 0 || reduce_op > 4) {
+    PyErr_Clear();
+    Py_RETURN_NONE;
+  }
+  PyObject* set_id_obj = QuietAttr(args[5], g_torch.process_set_id);
+  if (set_id_obj == nullptr || !PyLong_CheckExact(set_id_obj)) {
+    Py_XDECREF(set_id_obj);
+    Py_RETURN_NONE;
+  }
+  const long set_id = PyLong_AsLong(set_id_obj);
+  Py_DECREF(set_id_obj);
+  PyObject* dtype_obj = QuietAttr(tensor, g_torch.dtype);
+  if (dtype_obj == nullptr) Py_RETURN_NONE;
+  PyObject* dtype_code = PyDict_GetItemWithError(g_torch.dtypes, dtype_obj);  // borrowed
+  Py_DECREF(dtype_obj);
+  if (dtype_code == nullptr) {
+    PyErr_Clear();
+    Py_RETURN_NONE;
+  }
+  if (!IsBool(QuietAttr(tensor, g_torch.is_sparse), Py_False) ||
+      !IsBool(QuietAttr(tensor, g_torch.is_cpu), Py_True)) {
+    Py_RETURN_NONE;
+  }
+  PyObject* contiguous = PyObject_CallMethodNoArgs(tensor, g_torch.is_contiguous);
+  if (contiguous == nullptr) PyErr_Clear();
+  if (!IsBool(contiguous, Py_True)) Py_RETURN_NONE;
+  PyObject* data = PyObject_CallMethodNoArgs(tensor, g_torch.data_ptr);
+  PyObject* shape_obj = QuietAttr(tensor, g_torch.shape);
+  if (data == nullptr) PyErr_Clear();
+  chorus_op_t op;
+  chorus_op_init(&op);
+  std::vector<int64_t> shape;
+  const bool read = data != nullptr && shape_obj != nullptr &&
+                    ArgTensor(data, dtype_code, shape_obj, nullptr, &shape, &op.input);
+  Py_XDECREF(data);
+  Py_XDECREF(shape_obj);
+  if (!read) {
+    PyErr_Clear();
+    Py_RETURN_NONE;
+  }
+  Py_ssize_t name_len = 0;
+  const char* name = PyUnicode_AsUTF8AndSize(args[1], &name_len);
+  if (name == nullptr) return nullptr;
+  op.type = 0;  // allreduce
+  op.name = name_len == 0 ? nullptr : name;
+  op.reduce_op = static_cast<int32_t>(reduce_op);
+  op.prescale_factor = PyFloat_AS_DOUBLE(args[3]);
+  op.postscale_factor = PyFloat_AS_DOUBLE(args[4]);
+  op.process_set_id = static_cast<int32_t>(set_id);
+  chorus_handle_t c_handle = 0;
+  const int code = chorus_enqueue(&op, nullptr, nullptr, &c_handle);
+  if (code != 0) return SetChorusError(code);
+  // Registered as chorus.handles.submit_op(c_handle, tensor, None) would.
+  PyObject* handle = PyIter_Next(g_torch.next_handle);
+  PyObject* entry = handle == nullptr ? nullptr : Py_BuildValue("(LOO)", static_cast<long long>(c_handle), tensor, Py_None);
+  if (entry == nullptr || PyDict_SetItem(g_torch.pending, handle, entry) != 0) {
+    Py_XDECREF(entry);
+    Py_XDECREF(handle);
+    // The op is in flight but has no Python handle: wait for it so that the tensor is not
+    // written after this raises.
+    chorus_result_t* r = nullptr;
+    PyObject *type, *value, *trace;
+    PyErr_Fetch(&type, &value, &trace);
+    {
+      py::gil_scoped_release release;
+      chorus_release(c_handle, &r);
+    }
+    if (r != nullptr) chorus_result_free(r);
+    PyErr_Restore(type, value, trace);
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "handle registration failed");
+    return nullptr;
+  }
+  Py_DECREF(entry);
+  return handle;
+}
+
 PyMethodDef g_fast_methods[] = {
+    {"setup_torch_fast_path",
+     reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&SetupTorchFastPath)),
+     METH_FASTCALL, "setup_torch_fast_path(dtypes, pending, next_handle, tensor_types)"},
+    {"torch_allreduce_inplace",
+     reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&TorchAllreduceInplace)),
+     METH_FASTCALL,
+     "torch_allreduce_inplace(tensor, full_name, op, prescale, postscale, process_set) -> "
+     "handle or None"},
     {"enqueue_op", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&EnqueueOp)),
      METH_FASTCALL,
      "enqueue_op(type, name, data, dtype, shape, device, reduce_op, prescale, "

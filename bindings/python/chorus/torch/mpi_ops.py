@@ -55,6 +55,13 @@ _DTYPES = {
 }
 
 _REDUCE_OPS = _basics.REDUCE_OPS
+
+# The per-gradient fast path (bindings/python/src/module.cc): allreduce_async_ of a named,
+# dense, contiguous CPU tensor, checked and registered in C; anything else takes the general
+# path below (which raises the errors).
+_C.setup_torch_fast_path(_DTYPES, _handles._pending, _handles._next_handle,
+                         (torch.Tensor, torch.nn.Parameter))
+_fast_allreduce_ = _C.torch_allreduce_inplace
 _op_name = _handles.op_name
 _set_id = _handles.set_id
 
@@ -263,6 +270,11 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
     """In-place allreduce_async: synchronize(handle) returns `tensor`, modified."""
     if op is None or average is not None:
         op = handle_average_backwards_compatibility(op, average)
+    if name and type(name) is str:
+        handle = _fast_allreduce_(tensor, "allreduce." + name, op, prescale_factor,
+                                  postscale_factor, process_set)
+        if handle is not None:
+            return handle
     return _allreduce_async(tensor, None, name, op, prescale_factor, postscale_factor,
                             process_set)
 
