@@ -77,7 +77,7 @@ class Definitions {
     Optional("--cycle-time-ms", &o->cycle_time_ms,
              "Cycle time in ms between tensor fusion cycles (default: 1).");
     Optional("--cache-capacity", &o->cache_capacity,
-             "Maximum number of tensor names cached (default: 1024).");
+             "Maximum number of tensor names cached (default: 4096).");
     BoolPair("--hierarchical-allreduce", "--no-hierarchical-allreduce", &o->hierarchical_allreduce,
              "Perform hierarchical allreduce.");
     BoolPair("--hierarchical-allgather", "--no-hierarchical-allgather", &o->hierarchical_allgather,

@@ -24,12 +24,16 @@ struct Config {
   // Max bytes of small tensors packed into one fused collective; 0 disables fusion.
   // CHORUS_FUSION_THRESHOLD (bytes; HOROVOD_FUSION_THRESHOLD). Default 128 MiB.
   int64_t fusion_threshold_bytes = int64_t{128} << 20;
-  // Batching window of the background loop while work is pending.
+  // Batching window of the background loop while work is pending; it ends early once local
+  // submissions pause for 50 µs.
   // CHORUS_CYCLE_TIME_MS (milliseconds, may be fractional; HOROVOD_CYCLE_TIME). Default 1.
   absl::Duration cycle_time = absl::Milliseconds(1);
   // Response cache entries; 0 disables the cache.
-  // CHORUS_CACHE_CAPACITY (HOROVOD_CACHE_CAPACITY). Default 1024.
-  int32_t cache_capacity = 1024;
+  // CHORUS_CACHE_CAPACITY (HOROVOD_CACHE_CAPACITY). Default 4096 (Horovod's is 1024): a job
+  // whose steps cycle through more distinct tensors than the capacity misses the LRU cache on
+  // every one of them (a model of 1161 gradients renegotiated a quarter of them each step at
+  // 1024); the bit vector costs 2 bits per entry per cycle.
+  int32_t cache_capacity = 4096;
   // A fused batch is reduced in pieces of this many bytes (see Note [Pipelined fusion] in
   // runtime/executor.h). CHORUS_PIPELINE_CHUNK_BYTES. Default 4 MiB. Must be >= 4 KiB.
   int64_t pipeline_chunk_bytes = int64_t{4} << 20;

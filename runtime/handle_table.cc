@@ -78,8 +78,11 @@ absl::Status HandleTable::Wait(Handle handle) const {
 
 absl::StatusOr<OpResult> HandleTable::Release(Handle handle) {
   MutexLock lock(&mu_);
-  AwaitDone(lock, handle);
   auto it = slots_.find(handle);
+  if (it != slots_.end() && !it->second.done) {
+    AwaitDone(lock, handle);
+    it = slots_.find(handle);  // the wait released the lock
+  }
   if (it == slots_.end()) return NotFound(handle);
   OpResult result = std::move(it->second.result);
   slots_.erase(it);

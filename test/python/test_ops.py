@@ -325,6 +325,21 @@ def test_mismatched_dtype_raises_on_every_rank():
         hvd.synchronize(h)
 
 
+def test_mismatched_inplace_op_raises_at_synchronize_with_code():
+    """The in-place per-gradient path (submitted and synchronized in C) fails like the general
+    one: HorovodInternalError at synchronize, naming the tensor, with the status code; the
+    handle is gone afterwards and the tensor is untouched."""
+    from chorus import handles
+    t = torch.ones(hvd.rank() + 2)
+    h = hvd.allreduce_async_(t, name="bad_shape_inplace", op=hvd.Sum)
+    with pytest.raises(hvd.HorovodInternalError, match="bad_shape_inplace") as info:
+        hvd.synchronize(h)
+    assert info.value.code == 3  # InvalidArgument
+    assert not handles.is_pending(h)
+    assert hvd.synchronize(h) is None  # unknown handles synchronize to None, as before
+    assert t.tolist() == [1.0] * (hvd.rank() + 2)
+
+
 def test_unsupported_dtype_raises_valueerror():
     with pytest.raises(ValueError, match="not supported"):
         hvd.allreduce(torch.ones(2, dtype=torch.complex64))

@@ -29,7 +29,7 @@ TEST_CASE("An empty environment gives the defaults", "[config]") {
   REQUIRE(config.ok());
   CHECK(config->fusion_threshold_bytes == (int64_t{128} << 20));
   CHECK(config->cycle_time == absl::Milliseconds(1));
-  CHECK(config->cache_capacity == 1024);
+  CHECK(config->cache_capacity == 4096);
   CHECK(config->pipeline_chunk_bytes == (int64_t{4} << 20));
   CHECK(config->inplace_min_bytes == (int64_t{256} << 10));
   CHECK(config->stall_warning_time == absl::Seconds(60));
@@ -205,7 +205,7 @@ TEST_CASE("Describe lists the defaults in a stable order", "[config]") {
   const std::vector<std::string> expected = {
       "CHORUS_FUSION_THRESHOLD=134217728",
       "CHORUS_CYCLE_TIME_MS=1",
-      "CHORUS_CACHE_CAPACITY=1024",
+      "CHORUS_CACHE_CAPACITY=4096",
       "CHORUS_PIPELINE_CHUNK_BYTES=4194304",
       "CHORUS_INPLACE_MIN_BYTES=262144",
       "CHORUS_NUM_NCCL_STREAMS=1",

@@ -563,7 +563,47 @@ PyObject* TorchAllreduceInplace(PyObject*, PyObject* const* args, Py_ssize_t nar
   return handle;
 }
 
+// torch_synchronize(handle) -> what chorus.handles.synchronize returns, for the handles
+// registered by submit_op without a finish function (keepalive returned; those of the fast
+// path among them); NotImplemented for any other handle (use the general path), None for an
+// unknown one. Raises ChorusError (with .code) when the op failed.
+PyObject* TorchSynchronize(PyObject*, PyObject* handle) {
+  if (g_torch.pending == nullptr) return Py_NewRef(Py_NotImplemented);
+  PyObject* entry = PyDict_GetItemWithError(g_torch.pending, handle);  // borrowed
+  if (entry == nullptr) {
+    if (PyErr_Occurred()) return nullptr;
+    Py_RETURN_NONE;
+  }
+  if (!PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) != 3 ||
+      !PyLong_CheckExact(PyTuple_GET_ITEM(entry, 0)) || PyTuple_GET_ITEM(entry, 2) != Py_None) {
+    return Py_NewRef(Py_NotImplemented);
+  }
+  Py_INCREF(entry);
+  if (PyDict_DelItem(g_torch.pending, handle) != 0) {
+    Py_DECREF(entry);
+    return nullptr;
+  }
+  PyObject* status = ReleaseStatus(nullptr, PyTuple_GET_ITEM(entry, 0));
+  if (status == nullptr || status != Py_None) {
+    Py_DECREF(entry);  // the tensors go before the error is raised, as in the general path
+    if (status == nullptr) return nullptr;
+    PyObject* err = PyObject_CallOneArg(g_error, PyTuple_GET_ITEM(status, 1));
+    if (err != nullptr && PyObject_SetAttrString(err, "code", PyTuple_GET_ITEM(status, 0)) == 0) {
+      PyErr_SetObject(g_error, err);
+    }
+    Py_XDECREF(err);
+    Py_DECREF(status);
+    return nullptr;
+  }
+  Py_DECREF(status);
+  PyObject* keepalive = Py_NewRef(PyTuple_GET_ITEM(entry, 1));
+  Py_DECREF(entry);
+  return keepalive;
+}
+
 PyMethodDef g_fast_methods[] = {
+    {"torch_synchronize", &TorchSynchronize, METH_O,
+     "torch_synchronize(handle) -> result, or NotImplemented (use the general path)"},
     {"setup_torch_fast_path",
      reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&SetupTorchFastPath)),
      METH_FASTCALL, "setup_torch_fast_path(dtypes, pending, next_handle, tensor_types)"},

@@ -62,6 +62,7 @@ _REDUCE_OPS = _basics.REDUCE_OPS
 _C.setup_torch_fast_path(_DTYPES, _handles._pending, _handles._next_handle,
                          (torch.Tensor, torch.nn.Parameter))
 _fast_allreduce_ = _C.torch_allreduce_inplace
+_fast_synchronize = _C.torch_synchronize
 _op_name = _handles.op_name
 _set_id = _handles.set_id
 
@@ -667,6 +668,10 @@ def synchronize(handle):
 
     Raises HorovodInternalError when the op failed.
     """
+    if type(handle) is int:
+        result = _fast_synchronize(handle)  # the handles of single in-place ops, in C
+        if result is not NotImplemented:
+            return result
     if isinstance(handle, _SparseHandle):
         return handle()
     return _handles.synchronize(handle)
