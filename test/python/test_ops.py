@@ -423,13 +423,22 @@ def test_allreduce_async_inplace_fast_and_general_paths_agree(dtype):
 
 def test_allreduce_async_inplace_fast_path_errors_match_general_path():
     t = torch.ones(3)
-    h = hvd.allreduce_async_(t, name="fastpath.dup", op=hvd.Sum)
-    # The same name in flight: the runtime refuses it, on the fast path as on the general one.
-    with pytest.raises(ValueError, match="already in flight"):
-        hvd.allreduce_async_(torch.ones(3), name="fastpath.dup", op=hvd.Sum)
-    with pytest.raises(ValueError, match="already in flight"):
-        hvd.allreduce_async_(torch.ones(3).t(), name="fastpath.dup", op=hvd.Sum, prescale_factor=2)
+    if hvd.rank() == 0:
+        # The op cannot complete before the other ranks submit it (after the barrier), so its
+        # name is in flight here for sure: the runtime refuses a second op of that name, on
+        # the fast path as on the general one.
+        h = hvd.allreduce_async_(t, name="fastpath.dup", op=hvd.Sum)
+        with pytest.raises(ValueError, match="already in flight"):
+            hvd.allreduce_async_(torch.ones(3), name="fastpath.dup", op=hvd.Sum)
+        with pytest.raises(ValueError, match="already in flight"):
+            hvd.allreduce_async_(torch.ones(3, 2).t(), name="fastpath.dup", op=hvd.Sum,
+                                 prescale_factor=2)
+        hvd.barrier()
+    else:
+        hvd.barrier()
+        h = hvd.allreduce_async_(t, name="fastpath.dup", op=hvd.Sum)
     hvd.synchronize(h)
+    assert t.tolist() == [float(hvd.size())] * 3
     with pytest.raises(ValueError, match="unknown reduction op"):
         hvd.allreduce_async_(torch.ones(3), name="fastpath.badop", op=17)
     with pytest.raises(hvd.HorovodInternalError, match="Adasum is not implemented"):
