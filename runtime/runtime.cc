@@ -127,7 +127,7 @@ void Runtime::AutoName(OpRequest& request) {
   request.name = absl::StrCat(prefix, ".", request.process_set_id, ".", counter++);
 }
 
-absl::StatusOr<std::unique_ptr<TensorEntry>> Runtime::MakeEntry(OpRequest r,
+absl::StatusOr<std::unique_ptr<TensorEntry>> Runtime::MakeEntry(OpRequest&& r,
                                                                 const std::string& group_key,
                                                                 int32_t group_size) {
   if (!IsValidOpType(r.type)) {

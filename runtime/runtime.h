@@ -69,9 +69,9 @@ class Runtime {
 
  private:
   explicit Runtime(Config config);
-  // Checks `request` against this rank's view and builds its entry. `group_key`/`group_size`
-  // mark grouped ops.
-  absl::StatusOr<std::unique_ptr<TensorEntry>> MakeEntry(OpRequest request,
+  // Checks `request` against this rank's view and builds its entry, which takes the request
+  // (moved from on success). `group_key`/`group_size` mark grouped ops.
+  absl::StatusOr<std::unique_ptr<TensorEntry>> MakeEntry(OpRequest&& request,
                                                         const std::string& group_key,
                                                         int32_t group_size);
   // Names barrier/join/process-set ops left unnamed, identically on every rank.
