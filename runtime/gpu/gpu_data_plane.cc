@@ -421,7 +421,12 @@ absl::Status GpuDataPlane::Launch(const Response& response, int32_t set_id,
     if (send_rows.empty())
       send_rows.assign(set_backend.size(), e.op.input.shape[0] / set_backend.size());
     absl::StatusOr<std::vector<int64_t>> rows = ExchangeRowCounts(set_backend, send_rows);
-    if (!rows.ok()) return rows.status();  // the CPU transport failed: fatal, as on the CPU path
+    if (!rows.ok()) {
+      // The CPU transport failed: fatal, as on the CPU path. The entries still complete, with
+      // that status, so that no waiter is left behind (and the queue forgets their names).
+      DeliverFailed(batch, rows.status());
+      return rows.status();
+    }
     alltoall_rows = *std::move(rows);
   }
 
@@ -445,7 +450,17 @@ absl::Status GpuDataPlane::Launch(const Response& response, int32_t set_id,
   if (status.ok()) batch.communicator = (*lane)->communicator.get();
   if (op_timeout_ > absl::ZeroDuration()) batch.deadline = absl::Now() + op_timeout_;
 
-  // Joined ranks' slots carry no entry: only held entries are completed.
+  if (!status.ok()) {
+    if (batch.done != nullptr) platform_->DestroyEvent(device, batch.done);
+    DeliverFailed(batch, status);
+    return absl::OkStatus();
+  }
+  DropJoinedSlots(batch);
+  completions_->Push(std::move(batch));
+  return absl::OkStatus();
+}
+
+void GpuDataPlane::DropJoinedSlots(GpuBatch& batch) {
   std::vector<std::unique_ptr<TensorEntry>> held;
   std::vector<OpResult> results;
   for (size_t i = 0; i < batch.entries.size(); ++i) {
@@ -455,14 +470,12 @@ absl::Status GpuDataPlane::Launch(const Response& response, int32_t set_id,
   }
   batch.entries = std::move(held);
   batch.results = std::move(results);
-  if (!status.ok()) {
-    if (batch.done != nullptr) platform_->DestroyEvent(device, batch.done);
-    for (OpResult& r : batch.results) r = StatusResult(status);
-    deliver_(&batch.entries, &batch.results);
-    return absl::OkStatus();
-  }
-  completions_->Push(std::move(batch));
-  return absl::OkStatus();
+}
+
+void GpuDataPlane::DeliverFailed(GpuBatch& batch, const absl::Status& status) {
+  DropJoinedSlots(batch);
+  for (OpResult& r : batch.results) r = StatusResult(status);
+  deliver_(&batch.entries, &batch.results);
 }
 
 }  // namespace chorus::runtime

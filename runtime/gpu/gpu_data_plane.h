@@ -94,6 +94,10 @@ class GpuDataPlane {
   // The lane's fusion buffer with room for `bytes` bytes.
   absl::StatusOr<void*> FusionBuffer(Lane& lane, int64_t bytes);
   void AbortAll();
+  // Keeps only the batch's held entries (a joined rank's slots carry none), with their results.
+  static void DropJoinedSlots(GpuBatch& batch);
+  // Completes the batch's held entries now, each with `status`.
+  void DeliverFailed(GpuBatch& batch, const absl::Status& status);
   // Destroys the lane's communicator, fusion buffer and stream. REQUIRES: nothing in flight.
   void DestroyLane(Lane& lane);
 

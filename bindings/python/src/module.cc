@@ -541,7 +541,10 @@ PyObject* TorchAllreduceInplace(PyObject*, PyObject* const* args, Py_ssize_t nar
   if (code != 0) return SetChorusError(code);
   // Registered as chorus.handles.submit_op(c_handle, tensor, None) would.
   PyObject* handle = PyIter_Next(g_torch.next_handle);
-  PyObject* entry = handle == nullptr ? nullptr : Py_BuildValue("(LOO)", static_cast<long long>(c_handle), tensor, Py_None);
+  PyObject* entry =
+      handle == nullptr
+          ? nullptr
+          : Py_BuildValue("(LOO)", static_cast<long long>(c_handle), tensor, Py_None);
   if (entry == nullptr || PyDict_SetItem(g_torch.pending, handle, entry) != 0) {
     Py_XDECREF(entry);
     Py_XDECREF(handle);
