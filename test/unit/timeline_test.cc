@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <barrier>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -213,18 +214,24 @@ TEST_CASE("a runtime records every rank's ops; start/stop at run time record a w
   testing::InProcessFabric fabric(kRanks);
   std::vector<std::string> errors(kRanks);
   std::vector<std::thread> threads;
+  // Start and stop are per rank: a rank still recording also records the requests of a peer
+  // that has already moved on. The ranks switch together so that each window holds "b" alone.
+  std::barrier switched(kRanks);
   for (int r = 0; r < kRanks; ++r) {
     threads.emplace_back([&, r] {
       auto rt = Runtime::Create(config, fabric.CreateController(r));
       if (!rt.ok()) {
         errors[r] = rt.status().ToString();
+        switched.arrive_and_drop();
         return;
       }
       bool ok = RunSteps(**rt, "a", 0, 2);
       // A window at run time: only the "b" steps land in window<rank>.json.
       ok = ok && (*rt)->StartTimeline(dir.File("window{rank}.json"), true).ok();
+      switched.arrive_and_wait();
       ok = ok && RunSteps(**rt, "b", 0, 2);
       ok = ok && (*rt)->StopTimeline().ok();
+      switched.arrive_and_wait();
       ok = ok && RunSteps(**rt, "c", 0, 1);
       if (!ok) errors[r] = "an op or a timeline call failed";
       (*rt)->Shutdown();
