@@ -96,7 +96,7 @@ const Variable kVariables[] = {
      {"HOROVOD_CYCLE_TIME", nullptr},
      "expected a positive number of milliseconds",
      "batching window of the background loop while work is pending (ends once local "
-     "submissions pause for 50 us)",
+     "submissions pause; checked after 50 us, then at doubling intervals)",
      [](absl::string_view text, Config* c) {
        double ms = 0;
        if (!ParseDouble(text, /*allow_zero=*/false, &ms)) return false;

@@ -25,7 +25,7 @@ struct Config {
   // CHORUS_FUSION_THRESHOLD (bytes; HOROVOD_FUSION_THRESHOLD). Default 128 MiB.
   int64_t fusion_threshold_bytes = int64_t{128} << 20;
   // Batching window of the background loop while work is pending; it ends early once local
-  // submissions pause for 50 µs.
+  // submissions pause (checked after 50 µs, then at doubling intervals).
   // CHORUS_CYCLE_TIME_MS (milliseconds, may be fractional; HOROVOD_CYCLE_TIME). Default 1.
   absl::Duration cycle_time = absl::Milliseconds(1);
   // Response cache entries; 0 disables the cache.

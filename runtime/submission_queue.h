@@ -38,8 +38,10 @@ class SubmissionQueue {
   // something is queued.
   bool WaitForWork(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Waits while submissions keep arriving: returns once no new entry arrived for `quiet`, or
-  // after `max_wait`. Used to take a burst of submissions in one cycle.
+  // Waits while submissions keep arriving: returns once no new entry arrived during a nap, or
+  // after `max_wait`. The first nap lasts `quiet`, each later one twice the previous (a long
+  // burst wakes the caller a few times, not once per `quiet`). Used to take a burst of
+  // submissions in one cycle.
   void WaitForQuiet(absl::Duration quiet, absl::Duration max_wait) ABSL_LOCKS_EXCLUDED(mu_);
 
   // The entries' names are no longer in flight (their ops completed). REQUIRES: called for
