@@ -4,6 +4,8 @@ Rank r's input is a deterministic function of r, so each rank rebuilds every ran
 locally and computes the expected result with plain torch.
 """
 
+import warnings
+
 import pytest
 import torch
 
@@ -447,3 +449,57 @@ def test_allreduce_async_inplace_fast_path_errors_match_general_path():
         hvd.allreduce_async_(torch.ones(3, dtype=torch.complex64), name="fastpath.complex")
     with pytest.raises(ValueError, match="sparse"):
         hvd.allreduce_async_(torch.ones(3).to_sparse(), name="fastpath.sparse")
+
+
+def test_allreduce_async_inplace_front_door_binds_arguments_like_python():
+    """allreduce_async_ and synchronize run their common case in C: every way of passing the
+    arguments gives the result of the Python function they wrap, and a bad call raises
+    Python's own TypeError; name, doc and signature are the wrapped function's."""
+    import inspect
+    n = float(hvd.size())
+    r = float(hvd.rank() + 1)
+    total = sum(range(1, hvd.size() + 1))
+    ps = hvd.global_process_set
+    calls = [
+        # (args, kwargs, expected value of every element)
+        ((), {"name": "door.kw", "op": hvd.Sum}, total),
+        ((None, "door.pos", hvd.Sum, 2.0, 0.5), {}, total),
+        ((None, "door.pos_set", hvd.Sum, 1.0, 3.0, ps), {}, 3.0 * total),
+        ((), {"name": "door.default_op"}, total / n),  # op None: Average
+        ((), {"name": "door.average_true", "average": True}, total / n),
+        ((), {"name": "door.average_false", "average": False}, total),
+        ((), {"process_set": ps, "postscale_factor": 2.0, "name": "door.kw_order",
+              "op": hvd.Max}, 2.0 * n),
+        ((), {"name": "door.int_scale", "op": hvd.Sum, "prescale_factor": 2}, 2.0 * total),
+    ]
+    for args, kwargs, expected in calls:
+        t = torch.full((5,), r)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            h = hvd.allreduce_async_(t, *args, **kwargs)
+        assert hvd.synchronize(h) is t
+        assert t.tolist() == [expected] * 5, (args, kwargs)
+    t = torch.full((2,), r)
+    assert hvd.synchronize(hvd.allreduce_async_(tensor=t, name="door.tensor_kw", op=hvd.Sum)) is t
+    assert t.tolist() == [float(total)] * 2
+    for args, kwargs, match in [
+            ((), {"name": "door.bogus", "bogus": 1}, "unexpected keyword argument 'bogus'"),
+            ((None, None, None, 1.0, 1.0, ps, 7), {}, "positional arguments but 8 were given"),
+            ((None,), {"average": None}, "multiple values for argument 'average'")]:
+        with pytest.raises(TypeError, match=match):
+            hvd.allreduce_async_(torch.ones(2), *args, **kwargs)
+    with pytest.raises(TypeError, match="missing 1 required positional argument: 'tensor'"):
+        hvd.allreduce_async_()
+    with pytest.raises(ValueError, match="supersedes average"):
+        hvd.allreduce_async_(torch.ones(2), average=True, op=hvd.Sum, name="door.both")
+    with pytest.raises(TypeError):
+        hvd.synchronize()
+    assert hvd.synchronize(10 ** 12) is None  # an unknown handle, as in Horovod
+    assert hvd.allreduce_async_.__name__ == "allreduce_async_"
+    assert hvd.synchronize.__name__ == "synchronize"
+    assert "In-place" in hvd.allreduce_async_.__doc__
+    params = inspect.signature(hvd.allreduce_async_).parameters
+    assert list(params) == ["tensor", "average", "name", "op", "prescale_factor",
+                            "postscale_factor", "process_set"]
+    assert params["process_set"].default is hvd.global_process_set
+    assert list(inspect.signature(hvd.synchronize).parameters) == ["handle"]

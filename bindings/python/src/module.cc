@@ -16,6 +16,7 @@
 
 #include "chorus/c_api.h"
 #include "dlpack.h"
+#include "fast_calls.h"
 
 namespace py = pybind11;
 
@@ -238,6 +239,10 @@ Result Release(int64_t handle) {
   return Result(r);
 }
 
+}  // namespace
+
+namespace chorus_python {
+
 // ---- Per-op fast path: raw METH_FASTCALL functions that skip pybind11's dispatch and the
 // OpSpec/TensorSpec objects. Arguments are plain Python ints/floats/str/sequences.
 
@@ -320,6 +325,53 @@ PyObject* SetChorusError(int code) {
 //            process_set_id, output[, stream]) -> handle. output: None or (data, dtype, shape,
 // device); stream: the producing cudaStream_t of GPU tensors (default 0). An empty name
 // submits no name. Raises like enqueue.
+PyObject* ReleaseStatus(PyObject*, PyObject* arg) {
+  int64_t handle = 0;
+  if (!ArgInt(arg, &handle)) return nullptr;
+  chorus_result_t* r = nullptr;
+  int code;
+  std::string error;
+  int done = 0;
+  if (chorus_poll(handle, &done) == 0 && done != 0) {
+    code = chorus_release(handle, &r);
+    if (code != 0 && r == nullptr) error = chorus_last_error();
+  } else {
+    py::gil_scoped_release release;
+    code = chorus_release(handle, &r);
+    if (code != 0 && r == nullptr) error = chorus_last_error();
+  }
+  if (r == nullptr) {
+    try {
+      Raise(code != 0 ? code : 13, error);
+    } catch (py::error_already_set& e) {
+      e.restore();
+    }
+    return nullptr;
+  }
+  const char* message = nullptr;
+  int status = chorus_result_status(r, &message);
+  PyObject* ret;
+  if (status == 0) {
+    ret = Py_NewRef(Py_None);
+  } else {
+    ret = Py_BuildValue("(is)", status, message != nullptr ? message : "");
+  }
+  chorus_result_free(r);
+  return ret;
+}
+
+PyObject* ChorusErrorType() { return g_error; }
+
+}  // namespace chorus_python
+
+namespace {
+
+using chorus_python::ArgDouble;
+using chorus_python::ArgInt;
+using chorus_python::ArgTensor;
+using chorus_python::ReleaseStatus;
+using chorus_python::SetChorusError;
+
 PyObject* EnqueueOp(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   if (nargs != 12 && nargs != 13) {
     PyErr_SetString(PyExc_TypeError, "enqueue_op takes 12 or 13 positional arguments");
@@ -369,252 +421,7 @@ PyObject* EnqueueOp(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // release_status(handle) -> None when the op succeeded, else (code, message). Waits for the op
 // (without the GIL unless it has already completed) and frees its result; raises only when no
 // result exists (unknown handle), like release.
-PyObject* ReleaseStatus(PyObject*, PyObject* arg) {
-  int64_t handle = 0;
-  if (!ArgInt(arg, &handle)) return nullptr;
-  chorus_result_t* r = nullptr;
-  int code;
-  std::string error;
-  int done = 0;
-  if (chorus_poll(handle, &done) == 0 && done != 0) {
-    code = chorus_release(handle, &r);
-    if (code != 0 && r == nullptr) error = chorus_last_error();
-  } else {
-    py::gil_scoped_release release;
-    code = chorus_release(handle, &r);
-    if (code != 0 && r == nullptr) error = chorus_last_error();
-  }
-  if (r == nullptr) {
-    try {
-      Raise(code != 0 ? code : 13, error);
-    } catch (py::error_already_set& e) {
-      e.restore();
-    }
-    return nullptr;
-  }
-  const char* message = nullptr;
-  int status = chorus_result_status(r, &message);
-  PyObject* ret;
-  if (status == 0) {
-    ret = Py_NewRef(Py_None);
-  } else {
-    ret = Py_BuildValue("(is)", status, message != nullptr ? message : "");
-  }
-  chorus_result_free(r);
-  return ret;
-}
-
-// ---- chorus.torch's fast path for the per-gradient op: allreduce_async_ of a dense,
-// contiguous CPU tensor with a name (what DistributedOptimizer submits per gradient). It reads
-// the tensor's attributes through the C API and registers the handle in the Python handle
-// table itself, skipping the Python-level checks and calls (about a microsecond per op). It
-// returns None, having done nothing, whenever the op needs the general path (another tensor
-// kind, device or op, an odd argument), which then raises whatever error applies.
-
-struct TorchFastPath {
-  PyObject* dtypes = nullptr;        // dict: torch.dtype -> chorus DataType value
-  PyObject* pending = nullptr;       // chorus.handles._pending
-  PyObject* next_handle = nullptr;   // chorus.handles._next_handle (an iterator)
-  PyObject* tensor_types = nullptr;  // tuple of the exact types taken (torch.Tensor, ...)
-  PyObject* dtype = nullptr;         // interned attribute names
-  PyObject* is_sparse = nullptr;
-  PyObject* is_cpu = nullptr;
-  PyObject* is_contiguous = nullptr;
-  PyObject* data_ptr = nullptr;
-  PyObject* shape = nullptr;
-  PyObject* process_set_id = nullptr;
-};
-TorchFastPath g_torch;  // GIL-protected; set once by setup_torch_fast_path
-
-// setup_torch_fast_path(dtypes, pending, next_handle, tensor_types)
-PyObject* SetupTorchFastPath(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs != 4 || !PyDict_Check(args[0]) || !PyDict_Check(args[1]) ||
-      !PyIter_Check(args[2]) || !PyTuple_Check(args[3])) {
-    PyErr_SetString(PyExc_TypeError,
-                    "setup_torch_fast_path(dtypes: dict, pending: dict, next_handle: iterator, "
-                    "tensor_types: tuple)");
-    return nullptr;
-  }
-  PyObject** slots[] = {&g_torch.dtypes, &g_torch.pending, &g_torch.next_handle,
-                        &g_torch.tensor_types};
-  for (int i = 0; i < 4; ++i) Py_XSETREF(*slots[i], Py_NewRef(args[i]));
-  struct {
-    PyObject** slot;
-    const char* name;
-  } names[] = {{&g_torch.dtype, "dtype"},         {&g_torch.is_sparse, "is_sparse"},
-               {&g_torch.is_cpu, "is_cpu"},       {&g_torch.is_contiguous, "is_contiguous"},
-               {&g_torch.data_ptr, "data_ptr"},   {&g_torch.shape, "shape"},
-               {&g_torch.process_set_id, "process_set_id"}};
-  for (auto& n : names) {
-    if (*n.slot == nullptr) *n.slot = PyUnicode_InternFromString(n.name);
-    if (*n.slot == nullptr) return nullptr;
-  }
-  Py_RETURN_NONE;
-}
-
-// Gets attribute `name` of `o`; nullptr (with no Python error left) when that fails.
-PyObject* QuietAttr(PyObject* o, PyObject* name) {
-  PyObject* v = PyObject_GetAttr(o, name);
-  if (v == nullptr) PyErr_Clear();
-  return v;
-}
-
-// True when `o` is exactly the bool `want` (a new reference `o` is released).
-bool IsBool(PyObject* o, PyObject* want) {
-  const bool is = o == want;
-  Py_XDECREF(o);
-  return is;
-}
-
-// torch_allreduce_inplace(tensor, full_name, op, prescale, postscale, process_set) -> handle of
-// the Python handle table, or None (nothing done: use the general path). Raises like
-// enqueue_op when the runtime refuses the op.
-PyObject* TorchAllreduceInplace(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs != 6) {
-    PyErr_SetString(PyExc_TypeError, "torch_allreduce_inplace takes 6 positional arguments");
-    return nullptr;
-  }
-  if (g_torch.dtypes == nullptr) Py_RETURN_NONE;
-  PyObject* tensor = args[0];
-  bool known_type = false;
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(g_torch.tensor_types); ++i) {
-    known_type |= Py_TYPE(tensor) == reinterpret_cast<PyTypeObject*>(
-                                          PyTuple_GET_ITEM(g_torch.tensor_types, i));
-  }
-  if (!known_type || !PyUnicode_CheckExact(args[1]) || !PyLong_CheckExact(args[2]) ||
-      !PyFloat_CheckExact(args[3]) || !PyFloat_CheckExact(args[4])) {
-    Py_RETURN_NONE;
-  }
-  const long reduce_op = PyLong_AsLong(args[2]);
-  // Sum, Average, Min, Max, Product (Adasum and unknown values: the general path says why).
-  if (reduce_op < 0 || reduce_op > 4) {
-    PyErr_Clear();
-    Py_RETURN_NONE;
-  }
-  PyObject* set_id_obj = QuietAttr(args[5], g_torch.process_set_id);
-  if (set_id_obj == nullptr || !PyLong_CheckExact(set_id_obj)) {
-    Py_XDECREF(set_id_obj);
-    Py_RETURN_NONE;
-  }
-  const long set_id = PyLong_AsLong(set_id_obj);
-  Py_DECREF(set_id_obj);
-  PyObject* dtype_obj = QuietAttr(tensor, g_torch.dtype);
-  if (dtype_obj == nullptr) Py_RETURN_NONE;
-  PyObject* dtype_code = PyDict_GetItemWithError(g_torch.dtypes, dtype_obj);  // borrowed
-  Py_DECREF(dtype_obj);
-  if (dtype_code == nullptr) {
-    PyErr_Clear();
-    Py_RETURN_NONE;
-  }
-  if (!IsBool(QuietAttr(tensor, g_torch.is_sparse), Py_False) ||
-      !IsBool(QuietAttr(tensor, g_torch.is_cpu), Py_True)) {
-    Py_RETURN_NONE;
-  }
-  PyObject* contiguous = PyObject_CallMethodNoArgs(tensor, g_torch.is_contiguous);
-  if (contiguous == nullptr) PyErr_Clear();
-  if (!IsBool(contiguous, Py_True)) Py_RETURN_NONE;
-  PyObject* data = PyObject_CallMethodNoArgs(tensor, g_torch.data_ptr);
-  PyObject* shape_obj = QuietAttr(tensor, g_torch.shape);
-  if (data == nullptr) PyErr_Clear();
-  chorus_op_t op;
-  chorus_op_init(&op);
-  std::vector<int64_t> shape;
-  const bool read = data != nullptr && shape_obj != nullptr &&
-                    ArgTensor(data, dtype_code, shape_obj, nullptr, &shape, &op.input);
-  Py_XDECREF(data);
-  Py_XDECREF(shape_obj);
-  if (!read) {
-    PyErr_Clear();
-    Py_RETURN_NONE;
-  }
-  Py_ssize_t name_len = 0;
-  const char* name = PyUnicode_AsUTF8AndSize(args[1], &name_len);
-  if (name == nullptr) return nullptr;
-  op.type = 0;  // allreduce
-  op.name = name_len == 0 ? nullptr : name;
-  op.reduce_op = static_cast<int32_t>(reduce_op);
-  op.prescale_factor = PyFloat_AS_DOUBLE(args[3]);
-  op.postscale_factor = PyFloat_AS_DOUBLE(args[4]);
-  op.process_set_id = static_cast<int32_t>(set_id);
-  chorus_handle_t c_handle = 0;
-  const int code = chorus_enqueue(&op, nullptr, nullptr, &c_handle);
-  if (code != 0) return SetChorusError(code);
-  // Registered as chorus.handles.submit_op(c_handle, tensor, None) would.
-  PyObject* handle = PyIter_Next(g_torch.next_handle);
-  PyObject* entry =
-      handle == nullptr
-          ? nullptr
-          : Py_BuildValue("(LOO)", static_cast<long long>(c_handle), tensor, Py_None);
-  if (entry == nullptr || PyDict_SetItem(g_torch.pending, handle, entry) != 0) {
-    Py_XDECREF(entry);
-    Py_XDECREF(handle);
-    // The op is in flight but has no Python handle: wait for it so that the tensor is not
-    // written after this raises.
-    chorus_result_t* r = nullptr;
-    PyObject *type, *value, *trace;
-    PyErr_Fetch(&type, &value, &trace);
-    {
-      py::gil_scoped_release release;
-      chorus_release(c_handle, &r);
-    }
-    if (r != nullptr) chorus_result_free(r);
-    PyErr_Restore(type, value, trace);
-    if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "handle registration failed");
-    return nullptr;
-  }
-  Py_DECREF(entry);
-  return handle;
-}
-
-// torch_synchronize(handle) -> what chorus.handles.synchronize returns, for the handles
-// registered by submit_op without a finish function (keepalive returned; those of the fast
-// path among them); NotImplemented for any other handle (use the general path), None for an
-// unknown one. Raises ChorusError (with .code) when the op failed.
-PyObject* TorchSynchronize(PyObject*, PyObject* handle) {
-  if (g_torch.pending == nullptr) return Py_NewRef(Py_NotImplemented);
-  PyObject* entry = PyDict_GetItemWithError(g_torch.pending, handle);  // borrowed
-  if (entry == nullptr) {
-    if (PyErr_Occurred()) return nullptr;
-    Py_RETURN_NONE;
-  }
-  if (!PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) != 3 ||
-      !PyLong_CheckExact(PyTuple_GET_ITEM(entry, 0)) || PyTuple_GET_ITEM(entry, 2) != Py_None) {
-    return Py_NewRef(Py_NotImplemented);
-  }
-  Py_INCREF(entry);
-  if (PyDict_DelItem(g_torch.pending, handle) != 0) {
-    Py_DECREF(entry);
-    return nullptr;
-  }
-  PyObject* status = ReleaseStatus(nullptr, PyTuple_GET_ITEM(entry, 0));
-  if (status == nullptr || status != Py_None) {
-    Py_DECREF(entry);  // the tensors go before the error is raised, as in the general path
-    if (status == nullptr) return nullptr;
-    PyObject* err = PyObject_CallOneArg(g_error, PyTuple_GET_ITEM(status, 1));
-    if (err != nullptr && PyObject_SetAttrString(err, "code", PyTuple_GET_ITEM(status, 0)) == 0) {
-      PyErr_SetObject(g_error, err);
-    }
-    Py_XDECREF(err);
-    Py_DECREF(status);
-    return nullptr;
-  }
-  Py_DECREF(status);
-  PyObject* keepalive = Py_NewRef(PyTuple_GET_ITEM(entry, 1));
-  Py_DECREF(entry);
-  return keepalive;
-}
-
 PyMethodDef g_fast_methods[] = {
-    {"torch_synchronize", &TorchSynchronize, METH_O,
-     "torch_synchronize(handle) -> result, or NotImplemented (use the general path)"},
-    {"setup_torch_fast_path",
-     reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&SetupTorchFastPath)),
-     METH_FASTCALL, "setup_torch_fast_path(dtypes, pending, next_handle, tensor_types)"},
-    {"torch_allreduce_inplace",
-     reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&TorchAllreduceInplace)),
-     METH_FASTCALL,
-     "torch_allreduce_inplace(tensor, full_name, op, prescale, postscale, process_set) -> "
-     "handle or None"},
     {"enqueue_op", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&EnqueueOp)),
      METH_FASTCALL,
      "enqueue_op(type, name, data, dtype, shape, device, reduce_op, prescale, "
@@ -707,4 +514,5 @@ PYBIND11_MODULE(_C, m) {
     m.add_object(def->ml_name, fn);
   }
   chorus_python::RegisterDlpack(m);
+  chorus_python::RegisterTorchFastPath(m);
 }

@@ -11,6 +11,7 @@ HorovodInternalError, when the runtime rejects the arguments); failures of the c
 itself (ranks disagree, shutdown, lost peer) raise HorovodInternalError at synchronize.
 """
 
+import functools
 import warnings
 
 import torch
@@ -56,13 +57,17 @@ _DTYPES = {
 
 _REDUCE_OPS = _basics.REDUCE_OPS
 
-# The per-gradient fast path (bindings/python/src/module.cc): allreduce_async_ of a named,
-# dense, contiguous CPU tensor, checked and registered in C; anything else takes the general
-# path below (which raises the errors).
+# The per-gradient fast path (bindings/python/src/torch_fast_path.cc): allreduce_async_ of a
+# named, dense, contiguous CPU tensor and the synchronize of its handle run in C; every other
+# call goes to the Python functions below (which bind the arguments and raise the errors).
 _C.setup_torch_fast_path(_DTYPES, _handles._pending, _handles._next_handle,
                          (torch.Tensor, torch.nn.Parameter))
-_fast_allreduce_ = _C.torch_allreduce_inplace
-_fast_synchronize = _C.torch_synchronize
+
+
+def _front_door(kind, general, *extra):
+    """`general` with its common case in C; it keeps general's name, doc and signature."""
+    return functools.update_wrapper(_C.front_door(kind, general, *extra), general)
+
 _op_name = _handles.op_name
 _set_id = _handles.set_id
 
@@ -269,15 +274,12 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                      postscale_factor=1.0, process_set=global_process_set):
     """In-place allreduce_async: synchronize(handle) returns `tensor`, modified."""
-    if op is None or average is not None:
-        op = handle_average_backwards_compatibility(op, average)
-    if name and type(name) is str:
-        handle = _fast_allreduce_(tensor, "allreduce." + name, op, prescale_factor,
-                                  postscale_factor, process_set)
-        if handle is not None:
-            return handle
+    op = handle_average_backwards_compatibility(op, average)
     return _allreduce_async(tensor, None, name, op, prescale_factor, postscale_factor,
                             process_set)
+
+
+allreduce_async_ = _front_door("allreduce_async_", allreduce_async_, Average)
 
 
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
@@ -668,13 +670,12 @@ def synchronize(handle):
 
     Raises HorovodInternalError when the op failed.
     """
-    if type(handle) is int:
-        result = _fast_synchronize(handle)  # the handles of single in-place ops, in C
-        if result is not NotImplemented:
-            return result
     if isinstance(handle, _SparseHandle):
         return handle()
     return _handles.synchronize(handle)
+
+
+synchronize = _front_door("synchronize", synchronize)
 
 
 # ---------------------------------------------------------------------------------------------
