@@ -429,9 +429,10 @@ absl::Status BackgroundLoop::RunCycle(bool* stop) {
 
   std::vector<const Response*> all = std::move(ready);
   for (const Response& r : negotiated.responses) all.push_back(&r);
-  std::vector<Response> plan = PlanFusion(all, shared_.fusion_threshold_bytes,
-                                          [this](int32_t id) { return SetSize(id); });
-  for (const Response& response : plan) {
+  const size_t planned = PlanFusionInto(all, shared_.fusion_threshold_bytes,
+                                        [this](int32_t id) { return SetSize(id); }, &plan_);
+  for (size_t p = 0; p < planned; ++p) {
+    const Response& response = plan_[p];
     const bool tracing = timeline_->active();
     const absl::Time started = tracing ? absl::Now() : absl::InfinitePast();
     if (tracing) TraceStart(response);
@@ -588,10 +589,12 @@ absl::Status BackgroundLoop::ExecuteResponse(const Response& response) {
   if (set->second.backend == nullptr) return absl::OkStatus();  // not a member
 
   std::vector<TensorEntry*> entries(response.names.size(), nullptr);
+  std::vector<PendingMap::iterator> found(response.names.size(), pending_.end());
   for (size_t i = 0; i < response.names.size(); ++i) {
     auto it = pending_.find(response.names[i]);
     if (it != pending_.end()) {
       entries[i] = it->second.get();
+      found[i] = it;
     } else if (response.type != OpType::kAllreduce) {
       return absl::InternalError(absl::StrCat("rank ", topology_.rank, " must run ",
                                               OpTypeName(response.type), " of tensor '",
@@ -602,8 +605,13 @@ absl::Status BackgroundLoop::ExecuteResponse(const Response& response) {
   std::vector<OpResult> results;
   absl::Status status = executor_->Execute(response, entries, *set->second.backend, &results,
                                            timeline_->active() ? &execution_spans_ : nullptr);
+  // The executor leaves pending_ alone, so `found` is still valid; a response names a tensor
+  // once (an entry is either cached or sent to the coordinator, never both), so no iterator
+  // is taken twice.
   for (size_t i = 0; i < entries.size(); ++i) {
-    if (entries[i] != nullptr) CompleteEntry(response.names[i], std::move(results[i]));
+    if (entries[i] == nullptr) continue;
+    completed_.push_back(TakePending(found[i]));
+    completed_results_.push_back(std::move(results[i]));
   }
   return status;
 }
@@ -611,6 +619,10 @@ absl::Status BackgroundLoop::ExecuteResponse(const Response& response) {
 std::unique_ptr<TensorEntry> BackgroundLoop::TakePending(absl::string_view name) {
   auto it = pending_.find(name);
   if (it == pending_.end()) return nullptr;
+  return TakePending(it);
+}
+
+std::unique_ptr<TensorEntry> BackgroundLoop::TakePending(PendingMap::iterator it) {
   std::unique_ptr<TensorEntry> entry = std::move(it->second);
   pending_.erase(it);
   if (entry->cache_bit >= 0) by_bit_.erase(entry->cache_bit);

@@ -122,8 +122,11 @@ class BackgroundLoop {
   // Hands a response on GPU tensors to the GPU data plane (created on first use).
   absl::Status LaunchOnGpu(const Response& response, ProcessSet& set,
                            const std::vector<TensorEntry*>& entries);
+  using PendingMap = absl::flat_hash_map<absl::string_view, std::unique_ptr<TensorEntry>>;
   // Takes the entry out of pending_ and every index of it (null when unknown).
   std::unique_ptr<TensorEntry> TakePending(absl::string_view name);
+  // The same for an element of pending_ (erasing it leaves the other iterators valid).
+  std::unique_ptr<TensorEntry> TakePending(PendingMap::iterator it);
   // Forgets the names of finished entries, runs their callbacks, completes their handles and
   // retires the entries to the pool.
   // Thread-safe (queue and handle table are); the GPU completion thread calls it too.
@@ -166,8 +169,11 @@ class BackgroundLoop {
   std::map<int32_t, ProcessSet> process_sets_;
   // Entries taken from the queue and not yet completed, by name (a view of the owned entry's
   // request.name, which lives as long as the map element).
-  absl::flat_hash_map<absl::string_view, std::unique_ptr<TensorEntry>> pending_;
+  PendingMap pending_;
   std::vector<TensorEntry*> unsent_;       // pending entries not yet sent to the coordinator
+  // The fused responses of the cycle in progress, then spare buffers for the next cycles
+  // (PlanFusionInto reuses their names and shapes).
+  std::vector<Response> plan_;
   std::vector<int32_t> joined_ranks_;      // as last broadcast by the coordinator
   TensorEntry* local_join_ = nullptr;      // this rank's pending join, if any (in pending_)
   std::vector<uint64_t> foreign_bits_;     // cache bits of tensors of sets this rank is not in

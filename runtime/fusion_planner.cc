@@ -30,11 +30,46 @@ bool Compatible(const Response& a, const Response& b) {
          a.group_key == b.group_key && a.wire_dtype == b.wire_dtype;
 }
 
-// Appends `from`'s tensors to `into` (same type, dtype and set).
-void Append(Response& into, const Response& from) {
-  into.names.insert(into.names.end(), from.names.begin(), from.names.end());
-  into.shapes.insert(into.shapes.end(), from.shapes.begin(), from.shapes.end());
-  into.first_dims.insert(into.first_dims.end(), from.first_dims.begin(), from.first_dims.end());
+// Copies every field of `from` but its tensors (names, shapes, first_dims). A field added to
+// Response must be added here.
+void CopyHeader(const Response& from, Response& to) {
+  to.type = from.type;
+  to.dtype = from.dtype;
+  to.reduce_op = from.reduce_op;
+  to.prescale_factor = from.prescale_factor;
+  to.postscale_factor = from.postscale_factor;
+  to.root_rank = from.root_rank;
+  to.device = from.device;
+  to.process_set_id = from.process_set_id;
+  to.error_code = from.error_code;
+  to.error_message = from.error_message;
+  to.last_joined_rank = from.last_joined_rank;
+  to.new_process_set_id = from.new_process_set_id;
+  to.process_set_ranks = from.process_set_ranks;
+  to.group_key = from.group_key;
+  to.wire_dtype = from.wire_dtype;
+}
+
+// Makes `to` the fusion of `parts` (in order; compatible), assigning into its existing names
+// and shapes so that their buffers are reused.
+void AssignFused(absl::Span<const Response* const> parts, Response& to) {
+  CopyHeader(*parts[0], to);
+  size_t names = 0, shapes = 0;
+  for (const Response* r : parts) {
+    names += r->names.size();
+    shapes += r->shapes.size();
+  }
+  to.names.resize(names);
+  to.shapes.resize(shapes);
+  to.first_dims.clear();
+  size_t n = 0, s = 0;
+  for (const Response* r : parts) {
+    for (const std::string& name : r->names) to.names[n++].assign(name);
+    for (const std::vector<int64_t>& shape : r->shapes) {
+      to.shapes[s++].assign(shape.begin(), shape.end());
+    }
+    to.first_dims.insert(to.first_dims.end(), r->first_dims.begin(), r->first_dims.end());
+  }
 }
 
 }  // namespace
@@ -64,10 +99,19 @@ int64_t ResponseBytes(const Response& response, int set_size) {
 std::vector<Response> PlanFusion(absl::Span<const Response* const> responses,
                                  int64_t threshold_bytes,
                                  const std::function<int(int32_t)>& set_size_of) {
-  const size_t n = responses.size();
   std::vector<Response> out;
-  out.reserve(n);
-  if (n == 0) return out;
+  out.resize(PlanFusionInto(responses, threshold_bytes, set_size_of, &out));
+  return out;
+}
+
+size_t PlanFusionInto(absl::Span<const Response* const> responses, int64_t threshold_bytes,
+                      const std::function<int(int32_t)>& set_size_of, std::vector<Response>* out) {
+  const size_t n = responses.size();
+  size_t used = 0;  // out's first `used` responses are this plan's
+  auto slot = [&]() -> Response& {
+    if (used == out->size()) out->emplace_back();
+    return (*out)[used++];
+  };
 
   // Byte sizes of the fusable ungrouped responses (the only ones the threshold applies to).
   std::vector<int64_t> bytes(n, 0);
@@ -94,16 +138,16 @@ std::vector<Response> PlanFusion(absl::Span<const Response* const> responses,
     if (next[i] != n) prev[next[i]] = prev[i];
   };
 
-  std::vector<size_t> batch;
+  std::vector<const Response*> batch;
   while (head != n) {
     const size_t first = head;
     unlink(first);
     const Response& base = *responses[first];
     if (!Fusable(base)) {
-      out.push_back(base);
+      slot() = base;
       continue;
     }
-    batch.clear();
+    batch.assign(1, &base);
     const bool grouped = !base.group_key.empty();
     int64_t total = bytes[first];
     if (grouped || (threshold_bytes > 0 && total <= threshold_bytes)) {
@@ -113,22 +157,15 @@ std::vector<Response> PlanFusion(absl::Span<const Response* const> responses,
         if (Fusable(cand) && Compatible(base, cand) &&
             (grouped || total + bytes[j] <= threshold_bytes)) {
           total += bytes[j];
-          batch.push_back(j);
+          batch.push_back(&cand);
           unlink(j);
         }
         j = after;
       }
     }
-    Response& fused = out.emplace_back(base);
-    if (!batch.empty()) {
-      size_t tensors = base.names.size();
-      for (size_t j : batch) tensors += responses[j]->names.size();
-      fused.names.reserve(tensors);
-      fused.shapes.reserve(tensors);
-      for (size_t j : batch) Append(fused, *responses[j]);
-    }
+    AssignFused(batch, slot());
   }
-  return out;
+  return used;
 }
 
 std::vector<Response> PlanFusion(const std::vector<Response>& responses, int64_t threshold_bytes,

@@ -41,6 +41,11 @@ int64_t ResponseBytes(const Response& response, int set_size);
 std::vector<Response> PlanFusion(absl::Span<const Response* const> responses,
                                  int64_t threshold_bytes,
                                  const std::function<int(int32_t)>& set_size_of);
+// PlanFusion into `*out`, reusing the buffers of the responses it holds: a loop that plans
+// batches of the same tensors every cycle allocates almost nothing. Returns the plan's length
+// k: the plan is (*out)[0, k); the responses after it are spare buffers, kept for later plans.
+size_t PlanFusionInto(absl::Span<const Response* const> responses, int64_t threshold_bytes,
+                      const std::function<int(int32_t)>& set_size_of, std::vector<Response>* out);
 std::vector<Response> PlanFusion(const std::vector<Response>& responses, int64_t threshold_bytes,
                                  const std::function<int(int32_t)>& set_size_of);
 
