@@ -8,18 +8,21 @@
      them), then synchronize. mpi4py: in-place Allreduce of one contiguous buffer of the same
      bytes, in pieces of 1, 4, 8 and 16 MiB and whole; the fastest is the baseline.
 
-    mpirun -np 2 python3 scripts/python_bench.py [--steps 20] [--warmup 20]
+    mpirun -np 2 python3 scripts/python_bench.py [--steps 20] [--warmup 20] [--rounds 3]
 
 The first steps of both sides run slower (chorus by up to 2x, the mpi4py loop by up to 1.5x on a
 2-core machine) until the processes settle; the warmup leaves them out, as a training run of
 thousands of steps would.
 
 A step's time is the slowest rank's (ranks start each step together after a barrier;
-configurations of one phase alternate step by step). The raw MPI phase runs twice, before
-chorus.init and after chorus.shutdown, so that chorus's background thread (whose idle cycles
-use MPI too) competes with none of it; the faster median of the two is the baseline. The script
-prints medians and the ratios "chorus.torch / ..." (below 1: chorus is faster). "CPU" is the CPU time of the whole process
-(all threads) per tensor, averaged over the ranks: where the time goes when the ranks' threads
+configurations of one phase alternate step by step). The run is `--rounds` rounds of
+chorus.init, chorus steps, chorus.shutdown, with a raw MPI phase before the first round and
+after each, so that chorus's background thread (whose idle cycles use MPI too) competes with
+none of the raw steps; a round's baseline is the faster median of the raw phases around it.
+This machine's speed drifts by up to 2x over seconds, so ratios are taken within a round; the
+script prints the median round's times and the per-round ratios "chorus.torch / ..." with
+their median (below 1: chorus is faster). "CPU" is the CPU time of the whole process (all
+threads) per tensor, averaged over the ranks: where the time goes when the ranks' threads
 outnumber the cores.
 mpi4py initialises MPI (MPI_THREAD_MULTIPLE) before chorus starts; chorus then runs on its own
 duplicate of MPI_COMM_WORLD, so both can be used in one process.
@@ -178,14 +181,25 @@ def faster(a, b):
     return a if a.wall <= b.wall else b
 
 
+def median_ratio(ratios):
+    """'m (lo-hi)' of per-round ratios."""
+    return "%.2f (rounds: %s)" % (statistics.median(ratios),
+                                  ", ".join("%.2f" % r for r in ratios))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=20, help="timed steps per measurement")
     parser.add_argument("--warmup", type=int, default=20, help="untimed steps first")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="rounds of (chorus.init, chorus steps, chorus.shutdown) between "
+                             "raw MPI phases; ratios are per round, their median reported")
     parser.add_argument("--small-count", type=int, default=1000, help="small tensors per step")
     parser.add_argument("--small-bytes", type=int, default=1024, help="bytes per small tensor")
     parser.add_argument("--skip-resnet50", action="store_true", help="only the small case")
     args = parser.parse_args(argv)
+    if args.rounds < 1 or args.steps < 1 or args.warmup < 0:
+        parser.error("--rounds and --steps must be positive, --warmup not negative")
 
     if MPI.Query_thread() != MPI.THREAD_MULTIPLE:
         raise SystemExit("python_bench: MPI must provide MPI_THREAD_MULTIPLE for chorus")
@@ -198,46 +212,61 @@ def main(argv=None):
 
     small = SmallCase(comm, args.small_count, args.small_bytes)
     cases = [small] if args.skip_resnet50 else [small, Resnet50Case(comm)]
-    # The raw configurations run while chorus is not initialised (before init and after
-    # shutdown), so that chorus's background thread competes with none of them; the faster of
-    # the two medians is the baseline.
-    raw_before = time_raw(comm, cases, args.steps, args.warmup)
-    hvd.init()
-    assert hvd.rank() == comm.Get_rank() and hvd.size() == comm.Get_size()
-    for case in cases:
-        case.check_chorus()
-    chorus = timed(comm, [case.chorus_step for case in cases], args.steps, args.warmup)
-    hvd.shutdown()
-    raw_after = time_raw(comm, cases, args.steps, args.warmup)
-    raw = {label: faster(t, raw_after[label]) for label, t in raw_before.items()}
+    # The raw configurations run while chorus is not initialised (before each init and after
+    # each shutdown), so that chorus's background thread competes with none of them; a round's
+    # baseline is the faster of the raw phases around it. This machine's speed drifts over
+    # seconds, so ratios are taken within a round.
+    raws = [time_raw(comm, cases, args.steps, args.warmup)]
+    chorus_rounds = []
+    for _ in range(args.rounds):
+        hvd.init()
+        assert hvd.rank() == comm.Get_rank() and hvd.size() == comm.Get_size()
+        for case in cases:
+            case.check_chorus()
+        chorus_rounds.append(timed(comm, [case.chorus_step for case in cases], args.steps,
+                                   args.warmup))
+        hvd.shutdown()
+        raws.append(time_raw(comm, cases, args.steps, args.warmup))
+    rounds = []  # (chorus timings, {label: raw timing}) per round
+    for i, chorus in enumerate(chorus_rounds):
+        before, after = raws[i], raws[i + 1]
+        rounds.append((chorus, {label: faster(t, after[label]) for label, t in before.items()}))
 
-    say("python_bench: %d ranks, %d timed steps (+%d warmup), medians of the slowest rank; raw "
-        "MPI timed before chorus.init and after shutdown, the faster kept"
-        % (comm.Get_size(), args.steps, args.warmup))
+    say("python_bench: %d ranks, %d rounds of %d timed steps (+%d warmup), medians of the "
+        "slowest rank; raw MPI timed before chorus.init and after shutdown, the faster kept"
+        % (comm.Get_size(), args.rounds, args.steps, args.warmup))
     n = args.small_count
-    t_c, t_m = chorus[0], raw["mpi4py Allreduce loop"]
-    say("small: %d x %d B float32 allreduce per step" % (n, args.small_bytes))
+    say("small: %d x %d B float32 allreduce per step (each line: the median round)"
+        % (n, args.small_bytes))
+    label = "mpi4py Allreduce loop"
+    ratios = [chorus[0].wall / raw[label].wall for chorus, raw in rounds]
+    chorus, raw = rounds[sorted(range(len(ratios)), key=ratios.__getitem__)[len(ratios) // 2]]
+    t_c, t_m = chorus[0], raw[label]
     say("  chorus.torch allreduce_async_+synchronize: %8.3f ms/step  (%6.2f us/tensor; "
         "CPU %5.2f us/tensor/rank)" % (t_c.wall * 1e3, t_c.wall * 1e6 / n, t_c.cpu * 1e6 / n))
     say("  mpi4py Allreduce loop:                     %8.3f ms/step  (%6.2f us/tensor; "
         "CPU %5.2f us/tensor/rank)" % (t_m.wall * 1e3, t_m.wall * 1e6 / n, t_m.cpu * 1e6 / n))
-    say("  chorus.torch / mpi4py loop = %.2f" % (t_c.wall / t_m.wall))
+    say("  chorus.torch / mpi4py loop = %s" % median_ratio(ratios))
 
     if not args.skip_resnet50:
-        resnet, t_c = cases[1], chorus[1]
+        resnet = cases[1]
         nbytes = resnet.nbytes
-        say("resnet50: %d gradient tensors, %.1f MiB float32" % (len(resnet.tensors),
-                                                                  nbytes / MIB))
+        labels = [label for label, _ in resnet.raw_steps()]
+        fastest = [min(labels, key=lambda lb: raw[lb].wall) for _, raw in rounds]
+        ratios = [chorus[1].wall / raw[best].wall for (chorus, raw), best in zip(rounds, fastest)]
+        per_tensor = [chorus[1].wall / raw[PER_TENSOR_LABEL].wall for chorus, raw in rounds]
+        mid = sorted(range(len(ratios)), key=ratios.__getitem__)[len(ratios) // 2]
+        (chorus, raw), best = rounds[mid], fastest[mid]
+        say("resnet50: %d gradient tensors, %.1f MiB float32 (each line: the median round)"
+            % (len(resnet.tensors), nbytes / MIB))
+        t_c = chorus[1]
         say("  chorus.torch allreduce_async_ (reverse order): %8.2f ms/step  (%6.2f GB/s)"
             % (t_c.wall * 1e3, nbytes / t_c.wall / 1e9))
-        raws = [(label, raw[label]) for label, _ in resnet.raw_steps()]
-        for label, t in raws:
-            say("  %-46s %8.2f ms/step  (%6.2f GB/s)" % (label + ":", t.wall * 1e3,
-                                                        nbytes / t.wall / 1e9))
-        best_label, best = min(raws, key=lambda r: r[1].wall)
-        say("  chorus.torch / fastest raw (%s) = %.2f" % (best_label, t_c.wall / best.wall))
-        say("  chorus.torch / per-tensor raw on the same tensors = %.2f"
-            % (t_c.wall / raw[PER_TENSOR_LABEL].wall))
+        for lb in labels:
+            say("  %-46s %8.2f ms/step  (%6.2f GB/s)" % (lb + ":", raw[lb].wall * 1e3,
+                                                        nbytes / raw[lb].wall / 1e9))
+        say("  chorus.torch / fastest raw (%s) = %s" % (best, median_ratio(ratios)))
+        say("  chorus.torch / per-tensor raw on the same tensors = %s" % median_ratio(per_tensor))
 
 
 if __name__ == "__main__":
