@@ -197,5 +197,63 @@ TEST_CASE("Many small responses fuse into threshold-sized batches in order", "[f
   CHECK(flat == all);
 }
 
+TEST_CASE("PlanFusionInto reuses its vector and plans exactly as PlanFusion",
+          "[fusion_planner]") {
+  // Successive plans of different shapes into one vector: big then small batches, other ops
+  // over fused slots, allgathers over allreduces, nothing at all. Each must equal a fresh
+  // plan, field for field; what lies past the returned length is only spare.
+  auto ars = [](const std::string& prefix, int count, int64_t floats) {
+    std::vector<Response> in;
+    for (int i = 0; i < count; ++i) in.push_back(AR(prefix + std::to_string(i), floats + i));
+    return in;
+  };
+  Response bcast = AR("bc", 4);
+  bcast.type = OpType::kBroadcast;
+  bcast.root_rank = 1;
+  Response err = AR("err", 4);
+  err.error_code = absl::StatusCode::kInvalidArgument;
+  err.error_message = "bad";
+  Response ag;
+  ag.type = OpType::kAllgather;
+  ag.names = {"ag"};
+  ag.shapes = {{2, 3}};
+  ag.first_dims = {2, 5};
+  Response scaled = AR("scaled", 4);
+  scaled.prescale_factor = 0.5;
+  scaled.wire_dtype = 5;
+  Response grouped = AR("g", 4);
+  grouped.group_key = "grp";
+  std::vector<std::vector<Response>> inputs = {
+      ars("long.tensor.name.", 300, 1),
+      ars("x", 3, 1),
+      {bcast, err},
+      {ag, AR("y", 2), ag, scaled, grouped},
+      {},
+      ars("long.tensor.name.", 120, 7),
+  };
+  inputs[3][2].names = {"ag2"};
+  std::vector<Response> reused;
+  for (const std::vector<Response>& in : inputs) {
+    const std::vector<Response> fresh = PlanFusion(in, 1 << 20, SetSize);
+    std::vector<const Response*> view;
+    for (const Response& r : in) view.push_back(&r);
+    const size_t k = PlanFusionInto(view, 1 << 20, SetSize, &reused);
+    REQUIRE(k == fresh.size());
+    REQUIRE(reused.size() >= k);
+    for (size_t i = 0; i < k; ++i) {
+      CHECK(reused[i] == fresh[i]);
+      // Every field but the tensors is the batch's first response's.
+      for (const Response& base : in) {
+        if (base.names[0] != reused[i].names[0]) continue;
+        Response header = reused[i];
+        header.names = base.names;
+        header.shapes = base.shapes;
+        header.first_dims = base.first_dims;
+        CHECK(header == base);
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace chorus::runtime
