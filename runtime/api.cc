@@ -104,6 +104,11 @@ absl::StatusOr<Handle> Enqueue(OpRequest request, DoneCallback done) {
   return rt->Enqueue(std::move(request), std::move(done));
 }
 
+absl::StatusOr<Handle> EnqueueFrom(OpRequest& request, DoneCallback done) {
+  CHORUS_ASSIGN_OR_RETURN(auto rt, Current());
+  return rt->EnqueueFrom(request, std::move(done));
+}
+
 absl::StatusOr<std::vector<Handle>> EnqueueGroup(std::vector<OpRequest> requests) {
   CHORUS_ASSIGN_OR_RETURN(auto rt, Current());
   return rt->EnqueueGroup(std::move(requests));

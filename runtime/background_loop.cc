@@ -659,8 +659,9 @@ void BackgroundLoop::Deliver(std::vector<std::unique_ptr<TensorEntry>>* entries,
     }
     handle_scratch->emplace_back(entry.handle, std::move((*results)[i]));
   }
-  handles_->CompleteMany(handle_scratch);
+  // Retired before their handles complete, so that a waiter's next op reuses one of them.
   entry_pool_->Retire(entries);
+  handles_->CompleteMany(handle_scratch);
   results->clear();
 }
 

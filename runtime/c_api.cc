@@ -37,35 +37,44 @@ int Guard(F f) {
   }
 }
 
-chorus::TensorView ToView(const chorus_tensor_t& t) {
-  chorus::TensorView v;
+void FillView(const chorus_tensor_t& t, chorus::TensorView& v) {
   v.data = t.data;
   v.dtype = static_cast<chorus::DataType>(t.dtype);
+  v.shape.clear();
   if (t.shape != nullptr && t.ndim > 0) v.shape.assign(t.shape, t.shape + t.ndim);
   v.device = t.device;
-  return v;
 }
 
-chorus::OpRequest ToRequest(const chorus_op_t& op) {
-  chorus::OpRequest r;
+// Sets every field of `r` from `op`, assigning into r's strings and vectors (so a reused `r`
+// allocates only when a field outgrows its buffer).
+void FillRequest(const chorus_op_t& op, chorus::OpRequest& r) {
   r.type = static_cast<chorus::OpType>(op.type);
-  if (op.name != nullptr) r.name = op.name;
-  r.input = ToView(op.input);
-  r.output = ToView(op.output);
+  r.name.clear();
+  if (op.name != nullptr) r.name.assign(op.name);
+  FillView(op.input, r.input);
+  FillView(op.output, r.output);
   r.reduce_op = static_cast<chorus::ReduceOp>(op.reduce_op);
   r.prescale_factor = op.prescale_factor;
   r.postscale_factor = op.postscale_factor;
   r.root_rank = op.root_rank;
   r.process_set_id = op.process_set_id;
   r.stream = op.stream;
+  r.wire_dtype.reset();
   if (op.wire_dtype >= 0) r.wire_dtype = static_cast<chorus::DataType>(op.wire_dtype);
+  r.splits.clear();
   if (op.splits != nullptr && op.num_splits > 0) {
     r.splits.assign(op.splits, op.splits + op.num_splits);
   }
+  r.process_set_ranks.clear();
   if (op.process_set_ranks != nullptr && op.num_process_set_ranks > 0) {
     r.process_set_ranks.assign(op.process_set_ranks,
                                op.process_set_ranks + op.num_process_set_ranks);
   }
+}
+
+chorus::OpRequest ToRequest(const chorus_op_t& op) {
+  chorus::OpRequest r;
+  FillRequest(op, r);
   return r;
 }
 
@@ -150,7 +159,11 @@ int chorus_enqueue(const chorus_op_t* op, chorus_done_fn done, void* done_arg,
         done(done_arg, static_cast<int>(r.status.code()));
       };
     }
-    absl::StatusOr<chorus::Handle> h = chorus::Enqueue(ToRequest(*op), std::move(callback));
+    // Each submitting thread refills one request: its buffers circulate with the runtime's
+    // recycled entries, so a steady loop allocates nothing here.
+    thread_local chorus::OpRequest request;
+    FillRequest(*op, request);
+    absl::StatusOr<chorus::Handle> h = chorus::EnqueueFrom(request, std::move(callback));
     if (!h.ok()) return Report(h.status());
     *out = *h;
     return 0;

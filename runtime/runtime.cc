@@ -127,7 +127,7 @@ void Runtime::AutoName(OpRequest& request) {
   request.name = absl::StrCat(prefix, ".", request.process_set_id, ".", counter++);
 }
 
-absl::StatusOr<std::unique_ptr<TensorEntry>> Runtime::MakeEntry(OpRequest&& r,
+absl::StatusOr<std::unique_ptr<TensorEntry>> Runtime::MakeEntry(OpRequest& r,
                                                                 const std::string& group_key,
                                                                 int32_t group_size) {
   if (!IsValidOpType(r.type)) {
@@ -270,7 +270,8 @@ absl::StatusOr<std::unique_ptr<TensorEntry>> Runtime::MakeEntry(OpRequest&& r,
     q.dtype = DataType::kUint8;
     q.shape.clear();
   }
-  entry->op = std::move(r);
+  // The entry takes the request; the request keeps the entry's emptied buffers for its refill.
+  std::swap(entry->op, r);
   entry->enqueued_at = absl::Now();
   if (IsDataOp(entry->op.type) && entry->op.input.device != kCpuDevice) {
     CHORUS_RETURN_IF_ERROR(PrepareGpuEntry(*entry));
@@ -308,10 +309,13 @@ absl::Status Runtime::PrepareGpuEntry(TensorEntry& entry) {
 }
 
 absl::StatusOr<Handle> Runtime::Enqueue(OpRequest request, DoneCallback done) {
+  return EnqueueFrom(request, std::move(done));
+}
+
+absl::StatusOr<Handle> Runtime::EnqueueFrom(OpRequest& request, DoneCallback done) {
   // A malformed request is reported as such even after a shutdown (which any rank may start);
   // otherwise Push says why the queue is closed (shut down, or stopped by a failure).
-  CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<TensorEntry> entry,
-                          MakeEntry(std::move(request), "", 0));
+  CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<TensorEntry> entry, MakeEntry(request, "", 0));
   const Handle handle = handles_.Create();
   entry->handle = handle;
   entry->done = std::move(done);
@@ -342,7 +346,7 @@ absl::StatusOr<std::vector<Handle>> Runtime::EnqueueGroup(std::vector<OpRequest>
   std::vector<Handle> handles;
   for (OpRequest& r : requests) {
     absl::StatusOr<std::unique_ptr<TensorEntry>> entry =
-        MakeEntry(std::move(r), group_key, group_size);
+        MakeEntry(r, group_key, group_size);
     if (!entry.ok()) {
       for (Handle h : handles) handles_.Discard(h);
       return entry.status();

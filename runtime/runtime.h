@@ -48,6 +48,8 @@ class Runtime {
   const std::string& controller_name() const { return controller_name_; }
 
   absl::StatusOr<Handle> Enqueue(OpRequest request, DoneCallback done = nullptr);
+  // chorus::EnqueueFrom.
+  absl::StatusOr<Handle> EnqueueFrom(OpRequest& request, DoneCallback done = nullptr);
   absl::StatusOr<std::vector<Handle>> EnqueueGroup(std::vector<OpRequest> requests);
   absl::StatusOr<bool> Poll(Handle handle) const { return handles_.Poll(handle); }
   absl::Status Wait(Handle handle) const { return handles_.Wait(handle); }
@@ -69,9 +71,10 @@ class Runtime {
 
  private:
   explicit Runtime(Config config);
-  // Checks `request` against this rank's view and builds its entry, which takes the request
-  // (moved from on success). `group_key`/`group_size` mark grouped ops.
-  absl::StatusOr<std::unique_ptr<TensorEntry>> MakeEntry(OpRequest&& request,
+  // Checks `request` against this rank's view and builds its entry, which takes the request's
+  // contents (swapped for the recycled entry's spare buffers). `group_key`/`group_size` mark
+  // grouped ops.
+  absl::StatusOr<std::unique_ptr<TensorEntry>> MakeEntry(OpRequest& request,
                                                         const std::string& group_key,
                                                         int32_t group_size);
   // Names barrier/join/process-set ops left unnamed, identically on every rank.

@@ -17,6 +17,14 @@
 
 namespace chorus::runtime {
 
+// Empties `s` (a string or vector) and returns it with its buffer.
+template <typename T>
+T Emptied(T& s) {
+  T out = std::move(s);
+  out.clear();
+  return out;
+}
+
 struct TensorEntry {
   OpRequest op;     // what the caller asked for (borrowed tensor pointers)
   Request request;  // the negotiation request derived from `op`
@@ -34,18 +42,22 @@ struct TensorEntry {
   bool in_unsent = false;          // listed in the loop's unsent_ (not yet sent to rank 0)
   absl::Time ready_at = absl::InfinitePast();  // when negotiation ended (set while tracing)
 
-  // Back to the state of a new entry (for reuse, see EntryPool), except that the request's
-  // name and shape keep their heap buffers (empty) so that refilling them need not allocate.
-  // Every member above is reset here.
+  // Back to the state of a new entry (for reuse, see EntryPool), except that the strings and
+  // vectors of `op` and `request` keep their heap buffers (empty) so that refilling them need
+  // not allocate (Runtime::MakeEntry swaps `op`'s with the submitted request's). Every member
+  // above is reset here.
   void ResetForReuse() {
-    op = OpRequest{};
-    std::string name = std::move(request.name);
-    std::vector<int64_t> shape = std::move(request.shape);
-    request = Request{};
-    name.clear();
-    shape.clear();
-    request.name = std::move(name);
-    request.shape = std::move(shape);
+    OpRequest fresh_op;
+    fresh_op.name = Emptied(op.name);
+    fresh_op.input.shape = Emptied(op.input.shape);
+    fresh_op.output.shape = Emptied(op.output.shape);
+    fresh_op.splits = Emptied(op.splits);
+    fresh_op.process_set_ranks = Emptied(op.process_set_ranks);
+    op = std::move(fresh_op);
+    Request fresh_request;
+    fresh_request.name = Emptied(request.name);
+    fresh_request.shape = Emptied(request.shape);
+    request = std::move(fresh_request);
     handle = 0;
     done = nullptr;
     enqueued_at = absl::Time();

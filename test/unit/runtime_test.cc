@@ -390,5 +390,39 @@ TEST_CASE("allgather, broadcast, alltoall and reducescatter over the fabric", "[
   ExpectNoErrors(errs, f);
 }
 
+TEST_CASE("EnqueueFrom takes a refilled request each time and hands back recycled buffers",
+          "[runtime]") {
+  const int n = 2;
+  Failures f;
+  auto errs = RunRanks(n, [&](int rank, Runtime& rt) {
+    OpRequest request;  // refilled for every op, as the C ABI does
+    for (int step = 0; step < 6; ++step) {
+      std::vector<float> data(3 + step, static_cast<float>(rank + 1 + step));
+      request.type = OpType::kAllreduce;
+      request.name.assign(absl::StrCat("a.long.name.that.does.not.fit.inline.", step));
+      request.input.data = data.data();
+      request.input.dtype = DataType::kFloat32;
+      request.input.shape.assign(1, static_cast<int64_t>(data.size()));
+      request.reduce_op = ReduceOp::kSum;
+      auto h = rt.EnqueueFrom(request);
+      RANK_CHECK(f, h.ok(), h.status().ToString());
+      if (!h.ok()) return;
+      absl::Status st = rt.Wait(*h);
+      RANK_CHECK(f, st.ok(), st.ToString());
+      RANK_CHECK(f, rt.Release(*h).ok(), "release");
+      const float sum = 1 + 2 + 2.0f * step;
+      for (float v : data) RANK_CHECK(f, v == sum, absl::StrCat("step ", step, ": ", v));
+      // From the second op on, the entry taken was recycled: its emptied buffers come back.
+      if (step >= 1) {
+        RANK_CHECK(f, request.name.empty() && request.name.capacity() >= 38,
+                   absl::StrCat("step ", step, ": name capacity ", request.name.capacity()));
+        RANK_CHECK(f, request.input.shape.empty() && request.input.shape.capacity() >= 1,
+                   absl::StrCat("step ", step, ": shape capacity"));
+      }
+    }
+  });
+  ExpectNoErrors(errs, f);
+}
+
 }  // namespace
 }  // namespace chorus::runtime

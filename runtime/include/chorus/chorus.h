@@ -169,6 +169,10 @@ absl::StatusOr<Topology> GetTopology();
 // duplicate in-flight name, a process set this rank is not in, not initialised) are returned
 // here and no handle is created. `done`, if set, runs once on completion, before Wait returns.
 absl::StatusOr<Handle> Enqueue(OpRequest request, DoneCallback done = nullptr);
+// Enqueue that takes `request`'s contents and leaves it holding spare buffers, its fields
+// unspecified (success or not) until refilled: a caller that submits every op from one
+// OpRequest it refills allocates nothing per op in a steady loop.
+absl::StatusOr<Handle> EnqueueFrom(OpRequest& request, DoneCallback done = nullptr);
 
 // Submits ops that are negotiated and executed as one unit (grouped allreduce, allgather or
 // reducescatter); either all are accepted or none. Handles come back in request order.
