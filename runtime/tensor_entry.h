@@ -17,13 +17,57 @@
 
 namespace chorus::runtime {
 
-// Empties `s` (a string or vector) and returns it with its buffer.
-template <typename T>
-T Emptied(T& s) {
-  T out = std::move(s);
-  out.clear();
-  return out;
+// Back to a default-constructed view, keeping the shape's buffer.
+inline void ResetKeepingBuffers(TensorView& v) {
+  v.data = nullptr;
+  v.dtype = DataType::kFloat32;
+  v.shape.clear();
+  v.device = kCpuDevice;
 }
+
+// Back to a default-constructed OpRequest, field by field (assigning a fresh one costs more
+// than the whole of Enqueue's checks), keeping the buffers of its strings and vectors.
+inline void ResetKeepingBuffers(OpRequest& r) {
+  r.type = OpType::kAllreduce;
+  r.name.clear();
+  ResetKeepingBuffers(r.input);
+  ResetKeepingBuffers(r.output);
+  r.reduce_op = ReduceOp::kSum;
+  r.prescale_factor = 1.0;
+  r.postscale_factor = 1.0;
+  r.root_rank = 0;
+  r.process_set_id = kGlobalProcessSetId;
+  r.splits.clear();
+  r.process_set_ranks.clear();
+  r.stream = nullptr;
+  r.wire_dtype.reset();
+}
+
+// The same for a Request.
+inline void ResetKeepingBuffers(Request& r) {
+  r.request_rank = 0;
+  r.type = OpType::kAllreduce;
+  r.name.clear();
+  r.dtype = DataType::kFloat32;
+  r.shape.clear();
+  r.reduce_op = ReduceOp::kSum;
+  r.prescale_factor = 1.0;
+  r.postscale_factor = 1.0;
+  r.root_rank = 0;
+  r.device = kCpuDevice;
+  r.process_set_id = kGlobalProcessSetId;
+  r.group_key.clear();
+  r.group_size = 0;
+  r.splits.clear();
+  r.process_set_ranks.clear();
+  r.wire_dtype = -1;
+}
+
+#if defined(__x86_64__) && defined(__GLIBCXX__)
+// A field added to one of these structs must be reset above (and in entry_pool_test.cc).
+static_assert(sizeof(TensorView) == 48 && sizeof(OpRequest) == 232 && sizeof(Request) == 208,
+              "update ResetKeepingBuffers for the new field");
+#endif
 
 struct TensorEntry {
   OpRequest op;     // what the caller asked for (borrowed tensor pointers)
@@ -47,17 +91,8 @@ struct TensorEntry {
   // not allocate (Runtime::MakeEntry swaps `op`'s with the submitted request's). Every member
   // above is reset here.
   void ResetForReuse() {
-    OpRequest fresh_op;
-    fresh_op.name = Emptied(op.name);
-    fresh_op.input.shape = Emptied(op.input.shape);
-    fresh_op.output.shape = Emptied(op.output.shape);
-    fresh_op.splits = Emptied(op.splits);
-    fresh_op.process_set_ranks = Emptied(op.process_set_ranks);
-    op = std::move(fresh_op);
-    Request fresh_request;
-    fresh_request.name = Emptied(request.name);
-    fresh_request.shape = Emptied(request.shape);
-    request = std::move(fresh_request);
+    ResetKeepingBuffers(op);
+    ResetKeepingBuffers(request);
     handle = 0;
     done = nullptr;
     enqueued_at = absl::Time();
