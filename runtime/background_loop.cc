@@ -609,9 +609,7 @@ absl::Status BackgroundLoop::ExecuteResponse(const Response& response) {
   // once (an entry is either cached or sent to the coordinator, never both), so no iterator
   // is taken twice.
   for (size_t i = 0; i < entries.size(); ++i) {
-    if (entries[i] == nullptr) continue;
-    completed_.push_back(TakePending(found[i]));
-    completed_results_.push_back(std::move(results[i]));
+    if (entries[i] != nullptr) CompleteEntry(found[i], std::move(results[i]));
   }
   return status;
 }
@@ -636,9 +634,12 @@ std::unique_ptr<TensorEntry> BackgroundLoop::TakePending(PendingMap::iterator it
 }
 
 void BackgroundLoop::CompleteEntry(absl::string_view name, OpResult result) {
-  std::unique_ptr<TensorEntry> entry = TakePending(name);
-  if (entry == nullptr) return;
-  completed_.push_back(std::move(entry));
+  auto it = pending_.find(name);
+  if (it != pending_.end()) CompleteEntry(it, std::move(result));
+}
+
+void BackgroundLoop::CompleteEntry(PendingMap::iterator it, OpResult result) {
+  completed_.push_back(TakePending(it));
   completed_results_.push_back(std::move(result));
 }
 

@@ -133,8 +133,11 @@ class BackgroundLoop {
   void Deliver(std::vector<std::unique_ptr<TensorEntry>>* entries,
                std::vector<OpResult>* results,
                std::vector<std::pair<Handle, OpResult>>* handle_scratch);
-  // Takes the entry out of pending_ and queues its completion for FlushCompletions.
+  // Takes the entry out of pending_ and queues its completion for FlushCompletions (nothing
+  // when `name` is not pending).
   void CompleteEntry(absl::string_view name, OpResult result);
+  // The same for an element of pending_.
+  void CompleteEntry(PendingMap::iterator it, OpResult result);
   // Runs the queued completions: forgets the names, runs callbacks, completes the handles.
   void FlushCompletions();
   void FailAllPending(const absl::Status& status);

@@ -4,8 +4,8 @@
 // so it is linear in the common case (one compatible run of small responses) and at most
 // O(n * batches) otherwise: unplaced responses sit in a linked list, so a batch's scan never
 // revisits placed ones. The inputs are read in place (cached responses are not copied whole):
-// a batch copies its first response and then only the names, shapes and first dimensions of
-// the others.
+// a batch takes its first response's fields and the names, shapes and first dimensions of
+// all its responses, assigned into the output's existing buffers (PlanFusionInto).
 #include "runtime/fusion_planner.h"
 
 #include <cstddef>

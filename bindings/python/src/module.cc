@@ -321,10 +321,9 @@ PyObject* SetChorusError(int code) {
   return nullptr;
 }
 
-// enqueue_op(type, name, data, dtype, shape, device, reduce_op, prescale, postscale, root_rank,
-//            process_set_id, output[, stream]) -> handle. output: None or (data, dtype, shape,
-// device); stream: the producing cudaStream_t of GPU tensors (default 0). An empty name
-// submits no name. Raises like enqueue.
+// release_status(handle) -> None when the op succeeded, else (code, message). Waits for the op
+// (without the GIL unless it has already completed) and frees its result; raises only when no
+// result exists (unknown handle), like release.
 PyObject* ReleaseStatus(PyObject*, PyObject* arg) {
   int64_t handle = 0;
   if (!ArgInt(arg, &handle)) return nullptr;
@@ -372,6 +371,10 @@ using chorus_python::ArgTensor;
 using chorus_python::ReleaseStatus;
 using chorus_python::SetChorusError;
 
+// enqueue_op(type, name, data, dtype, shape, device, reduce_op, prescale, postscale, root_rank,
+//            process_set_id, output[, stream]) -> handle. output: None or (data, dtype, shape,
+// device); stream: the producing cudaStream_t of GPU tensors (default 0). An empty name
+// submits no name. Raises like enqueue.
 PyObject* EnqueueOp(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   if (nargs != 12 && nargs != 13) {
     PyErr_SetString(PyExc_TypeError, "enqueue_op takes 12 or 13 positional arguments");
@@ -418,9 +421,6 @@ PyObject* EnqueueOp(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   return PyLong_FromLongLong(handle);
 }
 
-// release_status(handle) -> None when the op succeeded, else (code, message). Waits for the op
-// (without the GIL unless it has already completed) and frees its result; raises only when no
-// result exists (unknown handle), like release.
 PyMethodDef g_fast_methods[] = {
     {"enqueue_op", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&EnqueueOp)),
      METH_FASTCALL,
