@@ -186,7 +186,7 @@ absl::Status BackgroundLoop::Handshake(const std::vector<std::vector<int32_t>>& 
 
   cache_ = std::make_unique<ResponseCache>(shared_.cache_capacity);
   foreign_bits_.assign(Words(shared_.cache_capacity), 0);
-  executor_ = std::make_unique<Executor>(shared_);
+  executor_ = std::make_unique<Executor>(shared_, config_.huge_pages);
   if (topology_.rank == 0) {
     Coordinator::Options options;
     options.stall_warning_time = config_.stall_warning_time;

@@ -131,6 +131,12 @@ const Variable kVariables[] = {
        return ParseInt64(text, 0, kInt64Max, &c->inplace_min_bytes);
      },
      [](const Config& c) { return absl::StrCat(c.inplace_min_bytes); }},
+    {"CHORUS_HUGE_PAGES",
+     {nullptr, nullptr},
+     "expected a boolean (1/0, true/false, yes/no, on/off)",
+     "back CPU tensors reduced in place with transparent huge pages (MADV_COLLAPSE)",
+     [](absl::string_view text, Config* c) { return ParseBool(text, &c->huge_pages); },
+     [](const Config& c) { return FormatBool(c.huge_pages); }},
     {"CHORUS_NUM_NCCL_STREAMS",
      {"HOROVOD_NUM_NCCL_STREAMS", nullptr},
      "expected an integer number of streams in [1, 16]",

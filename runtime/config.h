@@ -40,6 +40,10 @@ struct Config {
   // Tensors of at least this many bytes are reduced in place instead of being copied into the
   // fusion buffer. CHORUS_INPLACE_MIN_BYTES. Default 256 KiB.
   int64_t inplace_min_bytes = int64_t{256} << 10;
+  // CPU tensors reduced in place have their 2 MiB-aligned pages collapsed into transparent
+  // huge pages first (Note [Huge pages for large tensors] in ops/cpu/huge_pages.h).
+  // CHORUS_HUGE_PAGES. Default true.
+  bool huge_pages = true;
   // GPU tensors: NCCL streams (each with its own communicator and fusion buffer) per process
   // set; fused batches take them in turn, so consecutive batches may overlap on the device.
   // CHORUS_NUM_NCCL_STREAMS (HOROVOD_NUM_NCCL_STREAMS). Default 1, at most 16.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -35,12 +36,15 @@ absl::StatusOr<std::vector<int64_t>> ExchangeRowCounts(ops::CollectiveBackend& b
   return recv_rows;
 }
 
-Executor::Executor(const SharedConfig& config) : config_(config) {}
+Executor::Executor(const SharedConfig& config, bool huge_pages)
+    : config_(config), huge_pages_(huge_pages) {}
 
 std::byte* Executor::FusionBuffer(int64_t bytes) {
   if (bytes > fusion_capacity_) {
-    // Uninitialised on purpose: every byte is written before it is read.
-    fusion_buffer_.reset(new std::byte[static_cast<size_t>(bytes)]);
+    // Uninitialised on purpose: every byte is written before it is read. On huge pages
+    // (Note [Huge pages for large tensors] in ops/cpu/huge_pages.h).
+    fusion_buffer_ = ops::AllocateHugePageBuffer(bytes);
+    if (fusion_buffer_ == nullptr) throw std::bad_alloc();
     fusion_capacity_ = bytes;
   }
   return fusion_buffer_.get();
@@ -114,6 +118,11 @@ absl::Status Executor::Allreduce(const Response& response,
     }
     // Note [Pipelined fusion]: large tensors are reduced where they are, chunk by chunk.
     TensorEntry* entry = entries[i];
+    if (entry != nullptr) {
+      huge_pages_.Advise(entry->op.input.data, count * esize);
+      void* output = OutputOf(*entry);
+      if (output != entry->op.input.data) huge_pages_.Advise(output, count * esize);
+    }
     const absl::Time start = Now();
     for (int64_t off = 0; off < count; off += chunk_elems) {
       const int64_t n = std::min(chunk_elems, count - off);

@@ -29,6 +29,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "ops/collective_backend.h"
+#include "ops/cpu/huge_pages.h"
 #include "runtime/message.h"
 #include "runtime/tensor_entry.h"
 
@@ -51,7 +52,11 @@ absl::StatusOr<std::vector<int64_t>> ExchangeRowCounts(ops::CollectiveBackend& b
 
 class Executor {
  public:
-  explicit Executor(const SharedConfig& config);
+  // `huge_pages`: collapse the pages of tensors reduced in place into huge pages first
+  // (Note [Huge pages for large tensors] in ops/cpu/huge_pages.h).
+  explicit Executor(const SharedConfig& config, bool huge_pages = false);
+
+  const ops::HugePageAdvisor& huge_pages() const { return huge_pages_; }
 
   // Executes `response` (non-error, a data op: allreduce, allgather, broadcast, alltoall,
   // reducescatter or barrier) and fills results[i] for entries[i]. entries[i] is this rank's
@@ -87,7 +92,8 @@ class Executor {
   std::byte* FusionBuffer(int64_t bytes);
 
   SharedConfig config_;
-  std::unique_ptr<std::byte[]> fusion_buffer_;
+  ops::HugePageAdvisor huge_pages_;
+  ops::HugePageBuffer fusion_buffer_;
   int64_t fusion_capacity_ = 0;
   std::vector<ExecutionSpan>* trace_ = nullptr;  // during Execute only
 };

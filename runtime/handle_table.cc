@@ -52,7 +52,7 @@ absl::Status HandleTable::NotFound(Handle handle) const {
 void HandleTable::AwaitDone(MutexLock& lock, Handle handle) const {
   auto it = slots_.find(handle);
   if (it == slots_.end() || it->second.done) return;
-  ++it->second.waiters;
+  if (it->second.waiters++ == 0 && on_block_) on_block_();
   lock.Wait(done_cv_, [this, handle]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
     auto found = slots_.find(handle);
     return found == slots_.end() || found->second.done;

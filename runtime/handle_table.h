@@ -9,6 +9,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -23,6 +24,11 @@ namespace chorus::runtime {
 
 class HandleTable {
  public:
+  // `on_block` (optional) runs when a thread is about to block on a handle that no other thread
+  // waits on yet, with this table's lock held: it must be quick and take no lock that is ever
+  // held while calling into this table.
+  explicit HandleTable(std::function<void()> on_block = nullptr) : on_block_(std::move(on_block)) {}
+
   // A new, not yet completed handle (positive, never reused within this table).
   Handle Create() ABSL_LOCKS_EXCLUDED(mu_);
   // Forgets a handle whose op was never queued (Enqueue failed after Create).
@@ -49,6 +55,7 @@ class HandleTable {
   void AwaitDone(MutexLock& lock, Handle handle) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status NotFound(Handle handle) const;
 
+  const std::function<void()> on_block_;
   mutable Mutex mu_;
   mutable std::condition_variable done_cv_;  // signalled by Complete and Discard
   Handle next_ ABSL_GUARDED_BY(mu_) = 1;

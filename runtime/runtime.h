@@ -89,7 +89,8 @@ class Runtime {
   EntryPool entry_pool_;  // outlives loop_
   SubmissionQueue queue_;
   ProcessSetRegistry registry_;
-  HandleTable handles_;
+  // A thread blocking on an op ends the loop's batching window (SubmissionQueue::Hurry).
+  HandleTable handles_{[this] { queue_.Hurry(); }};
   std::unique_ptr<timeline::Timeline> timeline_;  // outlives loop_
   std::unique_ptr<BackgroundLoop> loop_;
 

@@ -51,6 +51,7 @@ std::vector<std::unique_ptr<TensorEntry>> SubmissionQueue::DrainAll() {
   MutexLock lock(&mu_);
   std::vector<std::unique_ptr<TensorEntry>> out;
   out.swap(queued_);
+  hurry_ = false;  // what the waiter waits for is taken now (or was taken earlier)
   return out;
 }
 
@@ -65,17 +66,27 @@ bool SubmissionQueue::WaitForWork(absl::Duration timeout) {
 
 void SubmissionQueue::WaitForQuiet(absl::Duration quiet, absl::Duration max_wait) {
   const absl::Time deadline = absl::Now() + max_wait;
+  MutexLock lock(&mu_);
   int64_t seen = -1;
   absl::Duration nap = quiet;
-  while (absl::Now() < deadline) {
-    {
-      MutexLock lock(&mu_);
-      if (pushed_ == seen || closed_) return;
-      if (seen >= 0) nap *= 2;  // a long burst: wake less often (each wake costs a switch)
-      seen = pushed_;
-    }
-    absl::SleepFor(std::min(nap, deadline - absl::Now()));
+  while (!hurry_ && !closed_) {
+    if (pushed_ == seen) return;
+    if (seen >= 0) nap *= 2;  // a long burst: wake less often (each wake costs a switch)
+    seen = pushed_;
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) return;
+    napping_ = true;
+    lock.WaitFor(quiet_cv_, std::min(nap, left),
+                 [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return hurry_ || closed_; });
+    napping_ = false;
   }
+  hurry_ = false;
+}
+
+void SubmissionQueue::Hurry() {
+  MutexLock lock(&mu_);
+  hurry_ = true;
+  if (napping_) quiet_cv_.notify_one();
 }
 
 void SubmissionQueue::Forget(const std::vector<std::unique_ptr<TensorEntry>>& entries) {
@@ -89,6 +100,7 @@ void SubmissionQueue::Close(std::string why) {
   closed_ = true;
   closed_why_ = std::move(why);
   work_cv_.notify_all();
+  quiet_cv_.notify_all();
 }
 
 bool SubmissionQueue::closed() const {

@@ -38,11 +38,17 @@ class SubmissionQueue {
   // something is queued.
   bool WaitForWork(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Waits while submissions keep arriving: returns once no new entry arrived during a nap, or
-  // after `max_wait`. The first nap lasts `quiet`, each later one twice the previous (a long
-  // burst wakes the caller a few times, not once per `quiet`). Used to take a burst of
-  // submissions in one cycle.
+  // Waits while submissions keep arriving: returns once no new entry arrived during a nap, after
+  // `max_wait`, or at once when Hurry() was called. The first nap lasts `quiet`, each later one
+  // twice the previous (a long burst wakes the caller a few times, not once per `quiet`). Used
+  // to take a burst of submissions in one cycle.
   void WaitForQuiet(absl::Duration quiet, absl::Duration max_wait) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // A thread has started to block on an op that is not complete: the submitter stopped
+  // submitting to wait, so waiting for more of its burst only delays that op. Ends the current
+  // (or the next) WaitForQuiet at once. One-shot: DrainAll and the WaitForQuiet it ends consume
+  // it. Cheap; called with the handle table's lock held (lock order: handles, then queue).
+  void Hurry() ABSL_LOCKS_EXCLUDED(mu_);
 
   // The entries' names are no longer in flight (their ops completed). REQUIRES: called for
   // every pushed entry before it is destroyed (in_flight_ views its name).
@@ -55,12 +61,15 @@ class SubmissionQueue {
  private:
   mutable Mutex mu_;
   std::condition_variable work_cv_;  // signalled by Push and Close
+  std::condition_variable quiet_cv_;  // signalled by Hurry and Close while the loop naps
   std::vector<std::unique_ptr<TensorEntry>> queued_ ABSL_GUARDED_BY(mu_);
   // Names of pushed entries not yet forgotten: views of their request.name (an entry's name
   // never changes after Push and the entry outlives its Forget).
   absl::flat_hash_set<absl::string_view> in_flight_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   bool waiting_ ABSL_GUARDED_BY(mu_) = false;  // the loop is blocked in WaitForWork
+  bool napping_ ABSL_GUARDED_BY(mu_) = false;  // the loop naps in WaitForQuiet
+  bool hurry_ ABSL_GUARDED_BY(mu_) = false;    // Hurry() not yet consumed
   int64_t pushed_ ABSL_GUARDED_BY(mu_) = 0;  // entries pushed so far
   std::string closed_why_ ABSL_GUARDED_BY(mu_);
 };

@@ -3,7 +3,10 @@
 // broadcast, alltoall, reducescatter, barrier, many tensors at once, a tensor larger than the
 // pipeline chunk, grouped ops and callbacks. Every rank computes its inputs and the expected
 // results independently and submits its ops in its own order.
+#include <sys/mman.h>
+
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -14,7 +17,9 @@
 
 #include "chorus/chorus.h"
 #include "chorus/types.h"
+#include "ops/cpu/huge_pages.h"
 #include "test/mpi/test_util.h"
+#include "test/support/huge_page_probe.h"
 
 namespace chorus::mpitest {
 namespace {
@@ -443,6 +448,45 @@ TEST_CASE("tensors larger than the pipeline chunk", "[mpi][allreduce][large]") {
   }) == "");
   CHECK(mid_in.Mismatch([&](int64_t i) { return SumValue(DataType::kInt64, topo.rank, i); }) == "");
   CHECK(small.Mismatch([&](int64_t i) { return sum(DataType::kFloat64, i); }) == "");
+}
+
+TEST_CASE("a large tensor reduced in place is moved onto huge pages, its values intact",
+          "[mpi][allreduce][large][huge_pages]") {
+  const Topology topo = InitAndTopology();
+  // 12 MiB of float32 three pages into an anonymous mapping of its own, not 2 MiB-aligned (as a
+  // malloc'd tensor): Note [Huge pages for large tensors] in ops/cpu/huge_pages.h.
+  constexpr size_t kBytes = size_t{12} << 20;
+  void* map = mmap(nullptr, kBytes + 4 * 4096, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(map != MAP_FAILED);
+  float* data = reinterpret_cast<float*>(static_cast<std::byte*>(map) + 3 * 4096);
+  const int64_t count = static_cast<int64_t>(kBytes / sizeof(float));
+  for (int64_t i = 0; i < count; ++i) data[i] = static_cast<float>((i % 1000) + topo.rank);
+  OpRequest req;
+  req.type = OpType::kAllreduce;
+  req.name = "ops.huge_pages";
+  req.input = {data, DataType::kFloat32, {count}};
+  req.reduce_op = ReduceOp::kSum;
+  const OpResult r = RunOp(std::move(req));
+  CHECK(r.status.ok());
+  int64_t wrong = 0;
+  const float ranks_sum = static_cast<float>(topo.size * (topo.size - 1) / 2);
+  for (int64_t i = 0; i < count; ++i) {
+    wrong += data[i] != static_cast<float>(topo.size * (i % 1000)) + ranks_sum;
+  }
+  CHECK(wrong == 0);
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(data);
+  const uintptr_t start = (begin + ops::HugePageAdvisor::kHugePageBytes - 1) &
+                          ~(ops::HugePageAdvisor::kHugePageBytes - 1);
+  const uintptr_t end = (begin + kBytes) & ~(ops::HugePageAdvisor::kHugePageBytes - 1);
+  if (ops::HugePageAdvisor(true).enabled()) {
+    INFO("the runtime collapses the aligned 2 MiB pages of the tensor (CHORUS_HUGE_PAGES "
+         "defaults to on)");
+    CHECK(chorus::testing::AnonHugeBytes(start, end) >= static_cast<int64_t>(end - start));
+  } else {
+    WARN("this kernel has no MADV_COLLAPSE: only the values were checked");
+  }
+  munmap(map, kBytes + 4 * 4096);
 }
 
 TEST_CASE("grouped allreduce and grouped allgather", "[mpi][group]") {

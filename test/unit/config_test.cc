@@ -32,6 +32,7 @@ TEST_CASE("An empty environment gives the defaults", "[config]") {
   CHECK(config->cache_capacity == 4096);
   CHECK(config->pipeline_chunk_bytes == (int64_t{4} << 20));
   CHECK(config->inplace_min_bytes == (int64_t{256} << 10));
+  CHECK(config->huge_pages);
   CHECK(config->stall_warning_time == absl::Seconds(60));
   CHECK(config->stall_shutdown_time == absl::ZeroDuration());
   CHECK_FALSE(config->stall_check_disabled);
@@ -47,6 +48,7 @@ TEST_CASE("Every CHORUS variable is read", "[config]") {
       {"CHORUS_CACHE_CAPACITY", "0"},
       {"CHORUS_PIPELINE_CHUNK_BYTES", "4096"},
       {"CHORUS_INPLACE_MIN_BYTES", "0"},
+      {"CHORUS_HUGE_PAGES", "off"},
       {"CHORUS_STALL_CHECK_TIME_SECONDS", "7.5"},
       {"CHORUS_STALL_SHUTDOWN_TIME_SECONDS", "30"},
       {"CHORUS_STALL_CHECK_DISABLE", "yes"},
@@ -61,6 +63,7 @@ TEST_CASE("Every CHORUS variable is read", "[config]") {
   CHECK(config->cache_capacity == 0);
   CHECK(config->pipeline_chunk_bytes == 4096);
   CHECK(config->inplace_min_bytes == 0);
+  CHECK_FALSE(config->huge_pages);
   CHECK(config->stall_warning_time == absl::Milliseconds(7500));
   CHECK(config->stall_shutdown_time == absl::Seconds(30));
   CHECK(config->stall_check_disabled);
@@ -155,6 +158,7 @@ TEST_CASE("Malformed or out-of-range values are errors naming the variable", "[c
       {"CHORUS_PIPELINE_CHUNK_BYTES", "4095"},
       {"CHORUS_PIPELINE_CHUNK_BYTES", "0"},
       {"CHORUS_INPLACE_MIN_BYTES", "-5"},
+      {"CHORUS_HUGE_PAGES", "sometimes"},
       {"CHORUS_NUM_NCCL_STREAMS", "0"},
       {"CHORUS_NUM_NCCL_STREAMS", "17"},
       {"HOROVOD_NUM_NCCL_STREAMS", "two"},
@@ -208,6 +212,7 @@ TEST_CASE("Describe lists the defaults in a stable order", "[config]") {
       "CHORUS_CACHE_CAPACITY=4096",
       "CHORUS_PIPELINE_CHUNK_BYTES=4194304",
       "CHORUS_INPLACE_MIN_BYTES=262144",
+      "CHORUS_HUGE_PAGES=true",
       "CHORUS_NUM_NCCL_STREAMS=1",
       "CHORUS_GPU_OP_TIMEOUT_SECONDS=600",
       "CHORUS_STALL_CHECK_TIME_SECONDS=60",
