@@ -24,7 +24,8 @@
 //      leave pending_ and complete later on the GPU completion thread.
 //   6. Sleep: out the cycle time while this rank has ops pending (batching); otherwise until
 //      local work arrives (at most the cycle time if another rank is busy, else the idle cycle
-//      time), then until the burst of submissions pauses (SubmissionQueue::WaitForQuiet).
+//      time), then until the burst of submissions pauses (SubmissionQueue::WaitForQuiet) or a
+//      thread starts to wait on an incomplete op (SubmissionQueue::Hurry).
 // A shutdown request on any rank travels in the flags; every rank then stops after that cycle
 // and fails what is still pending with Aborted. A transport failure stops the loop and fails
 // everything pending (and every later Enqueue) with the transport's status.
