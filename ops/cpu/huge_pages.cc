@@ -1,12 +1,10 @@
 #include "ops/cpu/huge_pages.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
-
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
 
 namespace chorus::ops {
 
@@ -22,17 +20,27 @@ constexpr size_t kMaxRanges = 1 << 16;
 
 }  // namespace
 
-void HugePageBufferDeleter::operator()(std::byte* p) const { std::free(p); }
+void HugePageBufferDeleter::operator()(std::byte* p) const {
+  if (p != nullptr) munmap(p, bytes);
+}
 
 HugePageBuffer AllocateHugePageBuffer(int64_t bytes) {
-  const size_t rounded = (static_cast<size_t>(std::max<int64_t>(bytes, 1)) +
-                          HugePageAdvisor::kHugePageBytes - 1) &
-                         ~(HugePageAdvisor::kHugePageBytes - 1);
-  void* p = std::aligned_alloc(HugePageAdvisor::kHugePageBytes, rounded);
-#if defined(__linux__)
-  if (p != nullptr) madvise(p, rounded, MADV_HUGEPAGE);  // a refusal leaves small pages
+  constexpr size_t kHuge = HugePageAdvisor::kHugePageBytes;
+  const size_t rounded =
+      (static_cast<size_t>(std::max<int64_t>(bytes, 1)) + kHuge - 1) & ~(kHuge - 1);
+  // Map one huge page more than needed and trim both ends to a 2 MiB boundary.
+  void* raw =
+      mmap(nullptr, rounded + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) return HugePageBuffer(nullptr, HugePageBufferDeleter{0});
+  const uintptr_t first = reinterpret_cast<uintptr_t>(raw);
+  const uintptr_t aligned = (first + kHuge - 1) & ~(kHuge - 1);
+  if (aligned > first) munmap(raw, aligned - first);
+  const uintptr_t tail = first + rounded + kHuge - (aligned + rounded);
+  if (tail > 0) munmap(reinterpret_cast<void*>(aligned + rounded), tail);
+#if defined(MADV_HUGEPAGE)
+  madvise(reinterpret_cast<void*>(aligned), rounded, MADV_HUGEPAGE);  // a refusal: small pages
 #endif
-  return HugePageBuffer(static_cast<std::byte*>(p));
+  return HugePageBuffer(reinterpret_cast<std::byte*>(aligned), HugePageBufferDeleter{rounded});
 }
 
 HugePageAdvisor::HugePageAdvisor(bool enabled) : enabled_(enabled) {
@@ -49,21 +57,33 @@ HugePageAdvisor::HugePageAdvisor(bool enabled) : enabled_(enabled) {
 
 void HugePageAdvisor::Advise(const void* data, int64_t bytes) {
 #if defined(__linux__)
-  if (!enabled_ || data == nullptr || bytes <= 0) return;
+  // Smaller tensors are left alone: collapsing the 2 MiB around a small tensor would mostly
+  // move (and, where they were never touched, allocate) other memory.
+  if (!enabled_ || data == nullptr || bytes < static_cast<int64_t>(kHugePageBytes)) return;
   const uintptr_t begin = reinterpret_cast<uintptr_t>(data);
-  const uintptr_t start = (begin + kHugePageBytes - 1) & ~(kHugePageBytes - 1);
-  const uintptr_t end = (begin + static_cast<uintptr_t>(bytes)) & ~(kHugePageBytes - 1);
-  if (end <= start) return;
+  const uintptr_t end_of_tensor = begin + static_cast<uintptr_t>(bytes);
+  const uintptr_t start = begin & ~(kHugePageBytes - 1);
+  const uintptr_t end = (end_of_tensor + kHugePageBytes - 1) & ~(kHugePageBytes - 1);
   if (seen_.size() >= kMaxRanges) seen_.clear();
   Seen& seen = seen_[start];
   if (seen.end == end && ++seen.sightings < kRecheckEvery) return;
   seen.end = end;
   seen.sightings = 0;
   if (madvise(reinterpret_cast<void*>(start), end - start, MADV_COLLAPSE) == 0) {
-    collapsed_bytes_ += static_cast<int64_t>(end - start);
+    advised_bytes_ += static_cast<int64_t>(end - start);
     return;
   }
-  ++failures_;  // retried after kRecheckEvery sightings
+  // Refused in part (ENOMEM: part of the range is not mapped; EAGAIN: a page could not be moved,
+  // e.g. pinned) or cut short by a neighbouring mapping that cannot take huge pages (EINVAL: the
+  // kernel stops at it). The 2 MiB pages wholly inside the tensor lie in its own mapping: ask
+  // for those alone. Retried after kRecheckEvery sightings.
+  ++failures_;
+  const uintptr_t inner_start = (begin + kHugePageBytes - 1) & ~(kHugePageBytes - 1);
+  const uintptr_t inner_end = end_of_tensor & ~(kHugePageBytes - 1);
+  if (inner_end > inner_start &&
+      madvise(reinterpret_cast<void*>(inner_start), inner_end - inner_start, MADV_COLLAPSE) == 0) {
+    advised_bytes_ += static_cast<int64_t>(inner_end - inner_start);
+  }
 #else
   (void)data;
   (void)bytes;

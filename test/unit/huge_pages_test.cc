@@ -36,23 +36,25 @@ struct Mapping {
   size_t bytes;
 };
 
-TEST_CASE("HugePageAdvisor collapses the aligned 2 MiB pages inside a tensor", "[huge_pages]") {
+uintptr_t AlignUp(uintptr_t p) { return (p + kHuge - 1) & ~(kHuge - 1); }
+
+TEST_CASE("HugePageAdvisor collapses the 2 MiB pages a tensor overlaps", "[huge_pages]") {
   HugePageAdvisor advisor(true);
   if (!advisor.enabled()) {
     WARN("this kernel has no MADV_COLLAPSE: the advisor is off, nothing to check");
     return;
   }
-  Mapping map(12 << 20);
-  // A tensor that starts 3 pages into the mapping (not 2 MiB-aligned) and spans 9 MiB.
-  const uintptr_t tensor = reinterpret_cast<uintptr_t>(map.base) + 3 * 4096;
+  Mapping map(16 << 20);
+  // A tensor 3 pages past a 2 MiB boundary inside the mapping, 9 MiB long: it overlaps the five
+  // 2 MiB pages from that boundary on, all inside the mapping.
+  const uintptr_t start = AlignUp(reinterpret_cast<uintptr_t>(map.base));
+  const uintptr_t tensor = start + 3 * 4096;
   const int64_t bytes = 9 << 20;
-  const uintptr_t start = (tensor + kHuge - 1) & ~(kHuge - 1);
-  const uintptr_t end = (tensor + bytes) & ~(kHuge - 1);
-  REQUIRE(end - start >= 3 * kHuge);
+  const uintptr_t end = start + 5 * kHuge;
 
   advisor.Advise(reinterpret_cast<void*>(tensor), bytes);
   CHECK(advisor.failures() == 0);
-  CHECK(advisor.collapsed_bytes() == static_cast<int64_t>(end - start));
+  CHECK(advisor.advised_bytes() == static_cast<int64_t>(end - start));
   CHECK(AnonHugeBytes(start, end) >= static_cast<int64_t>(end - start));
   CHECK(map.Intact());
 
@@ -60,17 +62,46 @@ TEST_CASE("HugePageAdvisor collapses the aligned 2 MiB pages inside a tensor", "
     for (int i = 1; i < HugePageAdvisor::kRecheckEvery; ++i) {
       advisor.Advise(reinterpret_cast<void*>(tensor), bytes);
     }
-    CHECK(advisor.collapsed_bytes() == static_cast<int64_t>(end - start));
+    CHECK(advisor.advised_bytes() == static_cast<int64_t>(end - start));
     advisor.Advise(reinterpret_cast<void*>(tensor), bytes);
-    CHECK(advisor.collapsed_bytes() == static_cast<int64_t>(2 * (end - start)));
+    CHECK(advisor.advised_bytes() == static_cast<int64_t>(2 * (end - start)));
     CHECK(map.Intact());
   }
-  SECTION("a range holding no aligned 2 MiB page is left alone") {
-    advisor.Advise(reinterpret_cast<void*>(start + 4096), static_cast<int64_t>(kHuge));
-    advisor.Advise(reinterpret_cast<void*>(start), static_cast<int64_t>(kHuge) - 1);
+  SECTION("ranges under 2 MiB are left alone") {
+    advisor.Advise(reinterpret_cast<void*>(end + 4096), static_cast<int64_t>(kHuge) - 1);
     advisor.Advise(nullptr, bytes);
-    CHECK(advisor.collapsed_bytes() == static_cast<int64_t>(end - start));
+    CHECK(advisor.advised_bytes() == static_cast<int64_t>(end - start));
+    CHECK(advisor.failures() == 0);
   }
+}
+
+TEST_CASE("HugePageAdvisor collapses what lies within the tensor's mapping and nothing past it",
+          "[huge_pages]") {
+  HugePageAdvisor advisor(true);
+  if (!advisor.enabled()) {
+    WARN("this kernel has no MADV_COLLAPSE: the advisor is off, nothing to check");
+    return;
+  }
+  // Inaccessible guard space around a writable mapping (a mapping of its own: the kernel never
+  // merges mappings of different protections) that starts 3 pages past a 2 MiB boundary and is
+  // 7 MiB long. The tensor is all of it: its first and last 2 MiB pages reach into the guards.
+  void* space = mmap(nullptr, 16 << 20, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(space != MAP_FAILED);
+  const uintptr_t start = AlignUp(reinterpret_cast<uintptr_t>(space));
+  auto* tensor = reinterpret_cast<uint32_t*>(start + 3 * 4096);
+  const size_t bytes = size_t{7} << 20;
+  REQUIRE(mprotect(tensor, bytes, PROT_READ | PROT_WRITE) == 0);
+  for (size_t i = 0; i < bytes / 4; ++i) tensor[i] = static_cast<uint32_t>(i);
+
+  advisor.Advise(tensor, static_cast<int64_t>(bytes));
+  // The kernel refuses the guards; the two 2 MiB pages wholly inside the tensor are huge now.
+  CHECK(advisor.failures() == 1);
+  CHECK(advisor.advised_bytes() == static_cast<int64_t>(2 * kHuge));
+  CHECK(AnonHugeBytes(start + kHuge, start + 3 * kHuge) >= static_cast<int64_t>(2 * kHuge));
+  bool intact = true;
+  for (size_t i = 0; i < bytes / 4; ++i) intact &= tensor[i] == static_cast<uint32_t>(i);
+  CHECK(intact);
+  munmap(space, 16 << 20);
 }
 
 TEST_CASE("A disabled HugePageAdvisor leaves memory alone", "[huge_pages]") {
@@ -78,7 +109,7 @@ TEST_CASE("A disabled HugePageAdvisor leaves memory alone", "[huge_pages]") {
   CHECK_FALSE(advisor.enabled());
   Mapping map(6 << 20);
   advisor.Advise(map.base, static_cast<int64_t>(map.bytes));
-  CHECK(advisor.collapsed_bytes() == 0);
+  CHECK(advisor.advised_bytes() == 0);
   CHECK(advisor.failures() == 0);
   CHECK(map.Intact());
 }

@@ -3,11 +3,11 @@
 #include <atomic>
 #include <thread>
 
-#include <catch2/catch.hpp>
-
 #include "absl/status/status.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include <catch2/catch.hpp>
+
 #include "runtime/handle_table.h"
 #include "runtime/submission_queue.h"
 
