@@ -134,7 +134,7 @@ const Variable kVariables[] = {
     {"CHORUS_HUGE_PAGES",
      {nullptr, nullptr},
      "expected a boolean (1/0, true/false, yes/no, on/off)",
-     "back CPU tensors reduced in place with transparent huge pages (MADV_COLLAPSE)",
+     "put CPU tensors reduced in place (MADV_COLLAPSE) and the fusion buffer on huge pages",
      [](absl::string_view text, Config* c) { return ParseBool(text, &c->huge_pages); },
      [](const Config& c) { return FormatBool(c.huge_pages); }},
     {"CHORUS_NUM_NCCL_STREAMS",

@@ -40,9 +40,9 @@ struct Config {
   // Tensors of at least this many bytes are reduced in place instead of being copied into the
   // fusion buffer. CHORUS_INPLACE_MIN_BYTES. Default 256 KiB.
   int64_t inplace_min_bytes = int64_t{256} << 10;
-  // CPU tensors reduced in place have their 2 MiB-aligned pages collapsed into transparent
-  // huge pages first (Note [Huge pages for large tensors] in ops/cpu/huge_pages.h).
-  // CHORUS_HUGE_PAGES. Default true.
+  // CPU tensors of at least 2 MiB reduced in place have the 2 MiB pages they overlap collapsed
+  // into transparent huge pages first, and the fusion buffer is mapped on huge pages (Note
+  // [Huge pages for large tensors] in ops/cpu/huge_pages.h). CHORUS_HUGE_PAGES. Default true.
   bool huge_pages = true;
   // GPU tensors: NCCL streams (each with its own communicator and fusion buffer) per process
   // set; fused batches take them in turn, so consecutive batches may overlap on the device.

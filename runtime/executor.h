@@ -56,8 +56,6 @@ class Executor {
   // (Note [Huge pages for large tensors] in ops/cpu/huge_pages.h).
   explicit Executor(const SharedConfig& config, bool huge_pages = false);
 
-  const ops::HugePageAdvisor& huge_pages() const { return huge_pages_; }
-
   // Executes `response` (non-error, a data op: allreduce, allgather, broadcast, alltoall,
   // reducescatter or barrier) and fills results[i] for entries[i]. entries[i] is this rank's
   // entry for response.names[i], or null when this rank does not hold it (a joined rank in an
@@ -92,6 +90,7 @@ class Executor {
   std::byte* FusionBuffer(int64_t bytes);
 
   SharedConfig config_;
+  const bool huge_pages_enabled_;  // CHORUS_HUGE_PAGES (the advisor may still be off: old kernel)
   ops::HugePageAdvisor huge_pages_;
   ops::HugePageBuffer fusion_buffer_;
   int64_t fusion_capacity_ = 0;

@@ -24,7 +24,7 @@ void HugePageBufferDeleter::operator()(std::byte* p) const {
   if (p != nullptr) munmap(p, bytes);
 }
 
-HugePageBuffer AllocateHugePageBuffer(int64_t bytes) {
+HugePageBuffer AllocateHugePageBuffer(int64_t bytes, bool huge) {
   constexpr size_t kHuge = HugePageAdvisor::kHugePageBytes;
   const size_t rounded =
       (static_cast<size_t>(std::max<int64_t>(bytes, 1)) + kHuge - 1) & ~(kHuge - 1);
@@ -38,7 +38,7 @@ HugePageBuffer AllocateHugePageBuffer(int64_t bytes) {
   const uintptr_t tail = first + rounded + kHuge - (aligned + rounded);
   if (tail > 0) munmap(reinterpret_cast<void*>(aligned + rounded), tail);
 #if defined(MADV_HUGEPAGE)
-  madvise(reinterpret_cast<void*>(aligned), rounded, MADV_HUGEPAGE);  // a refusal: small pages
+  if (huge) madvise(reinterpret_cast<void*>(aligned), rounded, MADV_HUGEPAGE);  // refused: small
 #endif
   return HugePageBuffer(reinterpret_cast<std::byte*>(aligned), HugePageBufferDeleter{rounded});
 }

@@ -49,10 +49,10 @@ struct HugePageBufferDeleter {
 using HugePageBuffer = std::unique_ptr<std::byte[], HugePageBufferDeleter>;
 
 // A buffer of at least `bytes` bytes (zero until written), in a fresh 2 MiB-aligned mapping
-// advised to be backed by huge pages as it is first touched (madvise MADV_HUGEPAGE; plain pages
-// where that is refused). A fresh mapping, not malloc: memory malloc recycles may already sit on
-// small pages. Null when out of memory.
-HugePageBuffer AllocateHugePageBuffer(int64_t bytes);
+// advised, when `huge` is true, to be backed by huge pages as it is first touched (madvise
+// MADV_HUGEPAGE; plain pages where that is refused). A fresh mapping, not malloc: memory malloc
+// recycles may already sit on small pages. Null when out of memory.
+HugePageBuffer AllocateHugePageBuffer(int64_t bytes, bool huge = true);
 
 class HugePageAdvisor {
  public:

@@ -38,12 +38,24 @@ inline int64_t AnonHugeBytes(uintptr_t begin, uintptr_t end) {
   return total;
 }
 
-// True when this machine's transparent huge pages are switched off (or unknown).
-inline bool TransparentHugePagesOff() {
+// The selected mode of this machine's transparent huge pages ("always", "madvise", "never"), or
+// "" when unknown.
+inline std::string TransparentHugePagesMode() {
   std::ifstream f("/sys/kernel/mm/transparent_hugepage/enabled");
   const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  return text.empty() || text.find("[never]") != std::string::npos;
+  const size_t open = text.find('['), close = text.find(']');
+  if (open == std::string::npos || close == std::string::npos || close < open) return "";
+  return text.substr(open + 1, close - open - 1);
 }
+
+// True when this machine's transparent huge pages are switched off (or unknown).
+inline bool TransparentHugePagesOff() {
+  const std::string mode = TransparentHugePagesMode();
+  return mode.empty() || mode == "never";
+}
+
+// True when only memory advised with MADV_HUGEPAGE gets huge pages.
+inline bool TransparentHugePagesOnlyWhenAdvised() { return TransparentHugePagesMode() == "madvise"; }
 
 }  // namespace chorus::testing
 

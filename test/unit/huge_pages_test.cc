@@ -130,5 +130,20 @@ TEST_CASE("AllocateHugePageBuffer returns 2 MiB-aligned memory backed by huge pa
   CHECK(AnonHugeBytes(p, p + static_cast<uintptr_t>(bytes)) >= static_cast<int64_t>(kHuge));
 }
 
+TEST_CASE("AllocateHugePageBuffer without huge pages maps plain pages", "[huge_pages]") {
+  const int64_t bytes = 4 << 20;
+  HugePageBuffer buffer = AllocateHugePageBuffer(bytes, /*huge=*/false);
+  REQUIRE(buffer != nullptr);
+  const uintptr_t p = reinterpret_cast<uintptr_t>(buffer.get());
+  CHECK(p % kHuge == 0);
+  std::memset(buffer.get(), 0x5a, static_cast<size_t>(bytes));
+  CHECK(buffer[bytes - 1] == std::byte{0x5a});
+  if (!chorus::testing::TransparentHugePagesOnlyWhenAdvised()) {
+    WARN("transparent huge pages are not in 'madvise' mode here: the kernel decides alone");
+    return;
+  }
+  CHECK(AnonHugeBytes(p, p + static_cast<uintptr_t>(bytes)) == 0);
+}
+
 }  // namespace
 }  // namespace chorus::ops
