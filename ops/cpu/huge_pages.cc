@@ -25,17 +25,15 @@ void HugePageBufferDeleter::operator()(std::byte* p) const {
 }
 
 HugePageBuffer AllocateHugePageBuffer(int64_t bytes, bool huge) {
-  constexpr size_t kHuge = HugePageAdvisor::kHugePageBytes;
-  const size_t rounded =
-      (static_cast<size_t>(std::max<int64_t>(bytes, 1)) + kHuge - 1) & ~(kHuge - 1);
+  const size_t rounded = HugePageCeil(static_cast<size_t>(std::max<int64_t>(bytes, 1)));
   // Map one huge page more than needed and trim both ends to a 2 MiB boundary.
-  void* raw =
-      mmap(nullptr, rounded + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* raw = mmap(nullptr, rounded + kHugePageBytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (raw == MAP_FAILED) return HugePageBuffer(nullptr, HugePageBufferDeleter{0});
   const uintptr_t first = reinterpret_cast<uintptr_t>(raw);
-  const uintptr_t aligned = (first + kHuge - 1) & ~(kHuge - 1);
+  const uintptr_t aligned = HugePageCeil(first);
   if (aligned > first) munmap(raw, aligned - first);
-  const uintptr_t tail = first + rounded + kHuge - (aligned + rounded);
+  const uintptr_t tail = first + kHugePageBytes - aligned;  // what lies past aligned + rounded
   if (tail > 0) munmap(reinterpret_cast<void*>(aligned + rounded), tail);
 #if defined(MADV_HUGEPAGE)
   if (huge) madvise(reinterpret_cast<void*>(aligned), rounded, MADV_HUGEPAGE);  // refused: small
@@ -62,8 +60,8 @@ void HugePageAdvisor::Advise(const void* data, int64_t bytes) {
   if (!enabled_ || data == nullptr || bytes < static_cast<int64_t>(kHugePageBytes)) return;
   const uintptr_t begin = reinterpret_cast<uintptr_t>(data);
   const uintptr_t end_of_tensor = begin + static_cast<uintptr_t>(bytes);
-  const uintptr_t start = begin & ~(kHugePageBytes - 1);
-  const uintptr_t end = (end_of_tensor + kHugePageBytes - 1) & ~(kHugePageBytes - 1);
+  const uintptr_t start = HugePageFloor(begin);
+  const uintptr_t end = HugePageCeil(end_of_tensor);
   if (seen_.size() >= kMaxRanges) seen_.clear();
   Seen& seen = seen_[start];
   if (seen.end == end && ++seen.sightings < kRecheckEvery) return;
@@ -78,8 +76,8 @@ void HugePageAdvisor::Advise(const void* data, int64_t bytes) {
   // kernel stops at it). The 2 MiB pages wholly inside the tensor lie in its own mapping: ask
   // for those alone. Retried after kRecheckEvery sightings.
   ++failures_;
-  const uintptr_t inner_start = (begin + kHugePageBytes - 1) & ~(kHugePageBytes - 1);
-  const uintptr_t inner_end = end_of_tensor & ~(kHugePageBytes - 1);
+  const uintptr_t inner_start = HugePageCeil(begin);
+  const uintptr_t inner_end = HugePageFloor(end_of_tensor);
   if (inner_end > inner_start &&
       madvise(reinterpret_cast<void*>(inner_start), inner_end - inner_start, MADV_COLLAPSE) == 0) {
     advised_bytes_ += static_cast<int64_t>(inner_end - inner_start);

@@ -41,6 +41,12 @@
 
 namespace chorus::ops {
 
+inline constexpr uintptr_t kHugePageBytes = uintptr_t{2} << 20;
+
+// The 2 MiB boundary at or below / at or above `p`.
+constexpr uintptr_t HugePageFloor(uintptr_t p) { return p & ~(kHugePageBytes - 1); }
+constexpr uintptr_t HugePageCeil(uintptr_t p) { return HugePageFloor(p + kHugePageBytes - 1); }
+
 // Unmaps a buffer from AllocateHugePageBuffer.
 struct HugePageBufferDeleter {
   size_t bytes = 0;  // the mapping's length
@@ -56,7 +62,6 @@ HugePageBuffer AllocateHugePageBuffer(int64_t bytes, bool huge = true);
 
 class HugePageAdvisor {
  public:
-  static constexpr uintptr_t kHugePageBytes = uintptr_t{2} << 20;
   static constexpr int32_t kRecheckEvery = 64;
 
   // A disabled advisor does nothing; neither does one on a kernel without MADV_COLLAPSE.

@@ -476,9 +476,8 @@ TEST_CASE("a large tensor reduced in place is moved onto huge pages, its values 
   }
   CHECK(wrong == 0);
   const uintptr_t begin = reinterpret_cast<uintptr_t>(data);
-  const uintptr_t start = (begin + ops::HugePageAdvisor::kHugePageBytes - 1) &
-                          ~(ops::HugePageAdvisor::kHugePageBytes - 1);
-  const uintptr_t end = (begin + kBytes) & ~(ops::HugePageAdvisor::kHugePageBytes - 1);
+  const uintptr_t start = ops::HugePageCeil(begin);
+  const uintptr_t end = ops::HugePageFloor(begin + kBytes);
   if (ops::HugePageAdvisor(true).enabled()) {
     INFO("the runtime collapses the aligned 2 MiB pages of the tensor (CHORUS_HUGE_PAGES "
          "defaults to on)");

@@ -14,7 +14,7 @@ namespace {
 
 using chorus::testing::AnonHugeBytes;
 
-constexpr uintptr_t kHuge = HugePageAdvisor::kHugePageBytes;
+constexpr uintptr_t kHuge = kHugePageBytes;
 
 // An anonymous mapping of `bytes`, written with the word index, unmapped at scope exit.
 struct Mapping {
@@ -36,8 +36,6 @@ struct Mapping {
   size_t bytes;
 };
 
-uintptr_t AlignUp(uintptr_t p) { return (p + kHuge - 1) & ~(kHuge - 1); }
-
 TEST_CASE("HugePageAdvisor collapses the 2 MiB pages a tensor overlaps", "[huge_pages]") {
   HugePageAdvisor advisor(true);
   if (!advisor.enabled()) {
@@ -47,7 +45,7 @@ TEST_CASE("HugePageAdvisor collapses the 2 MiB pages a tensor overlaps", "[huge_
   Mapping map(16 << 20);
   // A tensor 3 pages past a 2 MiB boundary inside the mapping, 9 MiB long: it overlaps the five
   // 2 MiB pages from that boundary on, all inside the mapping.
-  const uintptr_t start = AlignUp(reinterpret_cast<uintptr_t>(map.base));
+  const uintptr_t start = HugePageCeil(reinterpret_cast<uintptr_t>(map.base));
   const uintptr_t tensor = start + 3 * 4096;
   const int64_t bytes = 9 << 20;
   const uintptr_t end = start + 5 * kHuge;
@@ -87,7 +85,7 @@ TEST_CASE("HugePageAdvisor collapses what lies within the tensor's mapping and n
   // 7 MiB long. The tensor is all of it: its first and last 2 MiB pages reach into the guards.
   void* space = mmap(nullptr, 16 << 20, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   REQUIRE(space != MAP_FAILED);
-  const uintptr_t start = AlignUp(reinterpret_cast<uintptr_t>(space));
+  const uintptr_t start = HugePageCeil(reinterpret_cast<uintptr_t>(space));
   auto* tensor = reinterpret_cast<uint32_t*>(start + 3 * 4096);
   const size_t bytes = size_t{7} << 20;
   REQUIRE(mprotect(tensor, bytes, PROT_READ | PROT_WRITE) == 0);
