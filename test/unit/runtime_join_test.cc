@@ -2,6 +2,7 @@
 // tests for a use-after-free at a join transition, a cache hit that could never meet requests
 // left in the coordinator, joined ranks' contribution to min/max/product, join names that
 // differ between ranks, and init-time process sets that differ between ranks.
+#include <future>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -140,10 +141,18 @@ TEST_CASE("joined ranks contribute the identity of min, max and product", "[runt
 TEST_CASE("join completes on every rank whatever each rank named it; one join at a time",
           "[runtime][join]") {
   Record rec;
+  // Rank 1 joins only once rank 0's second join was refused: until then rank 0's first join
+  // cannot complete, so the second one always finds it in flight.
+  std::promise<void> refused;
+  std::shared_future<void> refused_seen = refused.get_future().share();
   RunRanks(2, [&](int rank, absl::StatusOr<std::unique_ptr<Runtime>>& created) {
     rec.Check(created.ok(), created.status().ToString());
-    if (!created.ok()) return;
+    if (!created.ok()) {
+      if (rank == 0) refused.set_value();
+      return;
+    }
     Runtime& rt = **created;
+    if (rank == 1) refused_seen.wait();
     auto hj = rt.Enqueue(Join(rank == 0 ? "join.a" : "join.b"));
     rec.Check(hj.ok(), "enqueue join");
     if (rank == 0) {
@@ -151,6 +160,7 @@ TEST_CASE("join completes on every rank whatever each rank named it; one join at
       absl::Status st = rt.Wait(*second);
       rec.Check(absl::IsInvalidArgument(st) && absl::StrContains(st.message(), "in flight"),
                 st.ToString());
+      refused.set_value();
     }
     auto result = rt.Release(*hj);
     rec.Check(result.ok() && result->status.ok(), "join result");
