@@ -1,5 +1,7 @@
 // The process-wide C++ API (chorus/chorus.h): one Runtime (over MPI or UCX, see
 // runtime/controller_factory.h) in a guarded slot.
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -29,13 +31,38 @@ std::shared_ptr<runtime::Runtime>& Slot() ABSL_EXCLUSIVE_LOCKS_REQUIRED(SlotMute
   return *slot;
 }
 
-absl::StatusOr<std::shared_ptr<runtime::Runtime>> Current() {
-  MutexLock lock(&SlotMutex());
-  std::shared_ptr<runtime::Runtime> rt = Slot();
-  if (rt == nullptr) {
+// Note [Per-thread runtime reference]
+// Every call looks the runtime up, several times per op, so each thread keeps its own
+// reference, tagged with the slot's generation (bumped under the slot's lock whenever the slot
+// changes): while the generation is unchanged the thread uses its reference without taking
+// the lock. A call in progress holds its thread's reference, which only that thread replaces
+// (at its next lookup after a change), so the runtime outlives every call that uses it, as
+// with a shared copy per call. After a shutdown, a thread's stale reference keeps the stopped
+// runtime's memory until that thread calls again or exits.
+std::atomic<uint64_t> g_slot_generation{1};
+
+struct ThreadRuntime {
+  uint64_t generation = 0;  // never a slot generation: the first lookup takes the lock
+  std::shared_ptr<runtime::Runtime> runtime;
+};
+thread_local ThreadRuntime t_runtime;
+
+void SlotChanged() ABSL_EXCLUSIVE_LOCKS_REQUIRED(SlotMutex()) {
+  g_slot_generation.fetch_add(1, std::memory_order_release);
+}
+
+// The runtime, valid until this thread's next Current() (see the Note above).
+absl::StatusOr<runtime::Runtime*> Current() {
+  ThreadRuntime& mine = t_runtime;
+  if (mine.generation != g_slot_generation.load(std::memory_order_acquire)) {
+    MutexLock lock(&SlotMutex());
+    mine.runtime = Slot();
+    mine.generation = g_slot_generation.load(std::memory_order_relaxed);
+  }
+  if (mine.runtime == nullptr) {
     return absl::FailedPreconditionError("chorus is not initialized; call init() first");
   }
-  return rt;
+  return mine.runtime.get();
 }
 
 log::Level ParseLevel(const std::string& name) {
@@ -75,6 +102,7 @@ absl::Status Init(const InitOptions& options) {
       std::unique_ptr<runtime::Runtime> rt,
       runtime::Runtime::Create(*std::move(config), std::move(controller), options.process_sets));
   Slot() = std::move(rt);
+  SlotChanged();
   return absl::OkStatus();
 }
 
@@ -84,7 +112,9 @@ absl::Status Shutdown() {
     MutexLock lock(&SlotMutex());
     rt = std::move(Slot());
     Slot().reset();
+    SlotChanged();
   }
+  t_runtime = ThreadRuntime{};  // this thread's reference goes now, not at its next call
   if (rt != nullptr) rt->Shutdown();
   return absl::OkStatus();
 }
@@ -127,6 +157,11 @@ absl::Status Wait(Handle handle) {
 absl::StatusOr<OpResult> Release(Handle handle) {
   CHORUS_ASSIGN_OR_RETURN(auto rt, Current());
   return rt->Release(handle);
+}
+
+absl::StatusOr<std::optional<OpResult>> TryRelease(Handle handle) {
+  CHORUS_ASSIGN_OR_RETURN(auto rt, Current());
+  return rt->TryRelease(handle);
 }
 
 absl::StatusOr<std::string> ControllerName() {

@@ -32,6 +32,13 @@ constexpr uint64_t kFlagGpuFailed = 16;   // this rank's GPU data plane failed: 
 
 // A burst of submissions is over when nothing new arrived for this long.
 constexpr absl::Duration kBurstQuiet = absl::Microseconds(50);
+// How long an idle loop woken by new work waits at most for the burst to end (when the cycle
+// time is shorter). A submitter that blocks on one of its ops ends the wait at once (Hurry),
+// one that pauses ends it after kBurstQuiet or so, so the limit only binds for a dense stream
+// of submissions that neither blocks nor pauses: a whole step of small gradients, say, which
+// is best taken in one cycle. With a wait of one cycle time (1 ms by default) such a step is
+// cut into two or three cycles, each with its negotiation, collective and wake-ups.
+constexpr absl::Duration kBurstMaxWait = absl::Milliseconds(5);
 
 int Words(int32_t capacity) { return (capacity + 63) / 64; }
 
@@ -466,7 +473,7 @@ absl::Status BackgroundLoop::RunCycle(bool* stop) {
     const bool woke = queue_->WaitForWork(
         busy_elsewhere ? std::max(left, absl::ZeroDuration()) : config_.idle_cycle_time);
     // Take a burst of submissions (a whole model's gradients, say) in one cycle.
-    if (woke) queue_->WaitForQuiet(kBurstQuiet, config_.cycle_time);
+    if (woke) queue_->WaitForQuiet(kBurstQuiet, std::max(config_.cycle_time, kBurstMaxWait));
   }
   return absl::OkStatus();
 }

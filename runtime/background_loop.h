@@ -25,7 +25,8 @@
 //   6. Sleep: out the cycle time while this rank has ops pending (batching); otherwise until
 //      local work arrives (at most the cycle time if another rank is busy, else the idle cycle
 //      time), then until the burst of submissions pauses (SubmissionQueue::WaitForQuiet) or a
-//      thread starts to wait on an incomplete op (SubmissionQueue::Hurry).
+//      thread starts to wait on an incomplete op (SubmissionQueue::Hurry), at most 5 ms or the
+//      cycle time if longer (kBurstMaxWait in background_loop.cc).
 // A shutdown request on any rank travels in the flags; every rank then stops after that cycle
 // and fails what is still pending with Aborted. A transport failure stops the loop and fails
 // everything pending (and every later Enqueue) with the transport's status.
@@ -56,6 +57,7 @@
 #include "runtime/gpu/gpu_data_plane.h"
 #include "ops/gpu_platform.h"
 #include "runtime/handle_table.h"
+#include "runtime/name_hash.h"
 #include "runtime/process_set_registry.h"
 #include "runtime/response_cache.h"
 #include "runtime/submission_queue.h"
@@ -123,7 +125,7 @@ class BackgroundLoop {
   // Hands a response on GPU tensors to the GPU data plane (created on first use).
   absl::Status LaunchOnGpu(const Response& response, ProcessSet& set,
                            const std::vector<TensorEntry*>& entries);
-  using PendingMap = absl::flat_hash_map<absl::string_view, std::unique_ptr<TensorEntry>>;
+  using PendingMap = NameMap<absl::string_view, std::unique_ptr<TensorEntry>>;
   // Takes the entry out of pending_ and every index of it (null when unknown).
   std::unique_ptr<TensorEntry> TakePending(absl::string_view name);
   // The same for an element of pending_ (erasing it leaves the other iterators valid).

@@ -89,4 +89,14 @@ absl::StatusOr<OpResult> HandleTable::Release(Handle handle) {
   return result;
 }
 
+absl::StatusOr<std::optional<OpResult>> HandleTable::TryRelease(Handle handle) {
+  MutexLock lock(&mu_);
+  auto it = slots_.find(handle);
+  if (it == slots_.end()) return NotFound(handle);
+  if (!it->second.done) return std::optional<OpResult>();
+  std::optional<OpResult> result(std::move(it->second.result));
+  slots_.erase(it);
+  return result;
+}
+
 }  // namespace chorus::runtime

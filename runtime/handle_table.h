@@ -44,6 +44,8 @@ class HandleTable {
   absl::Status Wait(Handle handle) const ABSL_LOCKS_EXCLUDED(mu_);
   // Blocks until completion, then removes the handle and returns its result.
   absl::StatusOr<OpResult> Release(Handle handle) ABSL_LOCKS_EXCLUDED(mu_);
+  // Release without the wait: nullopt (the handle untouched) while the op is in flight.
+  absl::StatusOr<std::optional<OpResult>> TryRelease(Handle handle) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Slot {

@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "runtime/message.h"
+#include "runtime/name_hash.h"
 
 namespace chorus::runtime {
 
@@ -73,7 +73,7 @@ class ResponseCache {
 
   int32_t capacity_;
   std::vector<Entry> entries_;                     // indexed by bit; grows up to capacity_
-  absl::flat_hash_map<std::string, int32_t> bits_;  // name -> bit (lookup only, never iterated)
+  NameMap<std::string, int32_t> bits_;  // name -> bit (lookup only, never iterated)
   std::list<int32_t> lru_;                         // used bits, most recently used first
   std::set<int32_t> free_bits_;                    // erased bits below entries_.size()
 };

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -54,6 +55,9 @@ class Runtime {
   absl::StatusOr<bool> Poll(Handle handle) const { return handles_.Poll(handle); }
   absl::Status Wait(Handle handle) const { return handles_.Wait(handle); }
   absl::StatusOr<OpResult> Release(Handle handle) { return handles_.Release(handle); }
+  absl::StatusOr<std::optional<OpResult>> TryRelease(Handle handle) {
+    return handles_.TryRelease(handle);
+  }
 
   // Records a timeline into `path` (docs/timeline.md) from the next cycle on. REQUIRES the
   // CHORUS_TIMELINE (HOROVOD_TIMELINE) variable to be set (a path or DYNAMIC), as in Horovod:

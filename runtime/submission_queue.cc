@@ -32,8 +32,7 @@ absl::Status SubmissionQueue::Push(std::vector<std::unique_ptr<TensorEntry>> ent
     queued_.push_back(std::move(entry));
     ++pushed_;
   }
-  // Wake the loop only when it sleeps: a notify costs a syscall per submitted tensor otherwise.
-  if (waiting_) work_cv_.notify_one();
+  WakeLoop();
   return absl::OkStatus();
 }
 
@@ -43,8 +42,16 @@ absl::Status SubmissionQueue::Push(std::unique_ptr<TensorEntry> entry) {
   if (!in_flight_.insert(entry->request.name).second) return AlreadyInFlight(entry->request);
   queued_.push_back(std::move(entry));
   ++pushed_;
-  if (waiting_) work_cv_.notify_one();  // as above
+  WakeLoop();
   return absl::OkStatus();
+}
+
+void SubmissionQueue::WakeLoop() {
+  // Only when the loop sleeps in WaitForWork, and once per sleep: a notify costs a syscall,
+  // and the loop may take a while to run after the first one.
+  if (!waiting_) return;
+  waiting_ = false;
+  work_cv_.notify_one();
 }
 
 std::vector<std::unique_ptr<TensorEntry>> SubmissionQueue::DrainAll() {

@@ -14,10 +14,10 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "runtime/common/mutex.h"
+#include "runtime/name_hash.h"
 #include "absl/time/time.h"
 #include "runtime/tensor_entry.h"
 
@@ -59,15 +59,19 @@ class SubmissionQueue {
   bool closed() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
+  // Wakes the loop if it sleeps in WaitForWork.
+  void WakeLoop() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   mutable Mutex mu_;
   std::condition_variable work_cv_;  // signalled by Push and Close
   std::condition_variable quiet_cv_;  // signalled by Hurry and Close while the loop naps
   std::vector<std::unique_ptr<TensorEntry>> queued_ ABSL_GUARDED_BY(mu_);
   // Names of pushed entries not yet forgotten: views of their request.name (an entry's name
   // never changes after Push and the entry outlives its Forget).
-  absl::flat_hash_set<absl::string_view> in_flight_ ABSL_GUARDED_BY(mu_);
+  NameSet<absl::string_view> in_flight_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
-  bool waiting_ ABSL_GUARDED_BY(mu_) = false;  // the loop is blocked in WaitForWork
+  // The loop is blocked in WaitForWork and nobody has woken it yet.
+  bool waiting_ ABSL_GUARDED_BY(mu_) = false;
   bool napping_ ABSL_GUARDED_BY(mu_) = false;  // the loop naps in WaitForQuiet
   bool hurry_ ABSL_GUARDED_BY(mu_) = false;    // Hurry() not yet consumed
   int64_t pushed_ ABSL_GUARDED_BY(mu_) = 0;  // entries pushed so far

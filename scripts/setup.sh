@@ -7,7 +7,7 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config clang
   libopenmpi-dev openmpi-bin
   libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc
-  libabsl-dev libucx-dev openssh-client
+  libabsl-dev libucx-dev libxxhash-dev openssh-client
   catch2
   libcli11-dev nlohmann-json3-dev libyaml-cpp-dev
   pybind11-dev python3-dev python3-pytest python3-torch python3-numpy python3-torchvision

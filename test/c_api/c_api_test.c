@@ -124,6 +124,65 @@ int main(void) {
   }
   chorus_result_free(result);
 
+  /* chorus_release_status: the status alone. An in-place sum: after a successful wait, the
+   * non-blocking form releases the handle at once; a failed op (the mismatch again) gives its
+   * code and message; an unknown handle is NOT_FOUND with nothing released. */
+  float sum_in_place[5];
+  for (int i = 0; i < 5; ++i) sum_in_place[i] = (float)(topo.rank + 1) * (float)i;
+  chorus_op_t sum_op = op;
+  sum_op.name = "c.release_status";
+  sum_op.input.data = sum_in_place;
+  sum_op.output.data = NULL;
+  sum_op.reduce_op = kSum;
+  int released = -1;
+  EXPECT(chorus_enqueue(&sum_op, NULL, NULL, &h) == 0);
+  EXPECT(chorus_wait(h) == 0);
+  EXPECT(chorus_release_status(h, 0, &released) == 0);
+  EXPECT(released == 1);
+  const float sum_factor = (float)topo.size * (float)(topo.size + 1) / 2.0f;
+  for (int i = 0; i < 5; ++i) EXPECT(sum_in_place[i] == sum_factor * (float)i);
+  EXPECT(chorus_release_status(h, 0, &released) == kNotFound);
+  EXPECT(released == 0);
+  EXPECT(chorus_release_status(h, 1, &released) == kNotFound);
+  EXPECT(released == 0);
+  if (topo.size > 1) {
+    /* An op in flight stays: rank 0 checks c.pending before it submits c.gate, which the other
+     * ranks wait for before they submit c.pending. */
+    float pending[5] = {1, 1, 1, 1, 1}, gate[5] = {1, 1, 1, 1, 1};
+    chorus_op_t pending_op = sum_op, gate_op = sum_op;
+    pending_op.name = "c.pending";
+    pending_op.input.data = pending;
+    gate_op.name = "c.gate";
+    gate_op.input.data = gate;
+    chorus_handle_t hp = 0, hg = 0;
+    if (topo.rank == 0) {
+      EXPECT(chorus_enqueue(&pending_op, NULL, NULL, &hp) == 0);
+      released = -1;
+      EXPECT(chorus_release_status(hp, 0, &released) == 0);
+      EXPECT(released == 0);
+      EXPECT(chorus_enqueue(&gate_op, NULL, NULL, &hg) == 0);
+      EXPECT(chorus_release_status(hg, 1, &released) == 0 && released == 1);
+      EXPECT(chorus_release_status(hp, 1, &released) == 0 && released == 1);
+    } else {
+      EXPECT(chorus_enqueue(&gate_op, NULL, NULL, &hg) == 0);
+      EXPECT(chorus_release_status(hg, 1, &released) == 0 && released == 1);
+      EXPECT(chorus_enqueue(&pending_op, NULL, NULL, &hp) == 0);
+      EXPECT(chorus_release_status(hp, 1, &released) == 0 && released == 1);
+    }
+    for (int i = 0; i < 5; ++i) EXPECT(pending[i] == (float)topo.size && gate[i] == pending[i]);
+  }
+  mm.name = "c.mismatch.status";
+  EXPECT(chorus_enqueue(&mm, NULL, NULL, &h) == 0);
+  released = -1;
+  const int mm_code = chorus_release_status(h, 1, &released);
+  EXPECT(released == 1);
+  if (topo.size > 1) {
+    EXPECT(mm_code == kInvalidArgument);
+    EXPECT(strstr(chorus_last_error(), "c.mismatch.status") != NULL);
+  } else {
+    EXPECT(mm_code == 0);
+  }
+
   /* Local argument errors come back from chorus_enqueue itself. */
   chorus_op_t no_name;
   chorus_op_init(&no_name);

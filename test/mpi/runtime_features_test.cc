@@ -2,9 +2,15 @@
 // (chorus/chorus.h): join with uneven step counts, process sets (negotiated and created at
 // init), Shutdown and re-Init, the topology, and the response cache across steps.
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
+#include <functional>
+#include <future>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -26,6 +32,63 @@ std::vector<int32_t> EndRanks(const Topology& topo) {
 
 bool Contains(const std::vector<int32_t>& ranks, int32_t rank) {
   return std::find(ranks.begin(), ranks.end(), rank) != ranks.end();
+}
+
+// One long-lived thread that runs what it is given, in order: calls made from it keep that
+// thread's own reference to the runtime (Note [Per-thread runtime reference] in
+// runtime/api.cc) across the main thread's Shutdown and Init.
+class OtherThread {
+ public:
+  OtherThread() : thread_([this] { Loop(); }) {}
+  ~OtherThread() {
+    Post(nullptr);
+    thread_.join();
+  }
+  // Runs `f` there and returns its result.
+  template <typename F>
+  auto Run(F f) -> decltype(f()) {
+    auto task = std::make_shared<std::packaged_task<decltype(f())()>>(std::move(f));
+    auto result = task->get_future();
+    Post([task] { (*task)(); });
+    return result.get();
+  }
+
+ private:
+  void Post(std::function<void()> work) {
+    std::lock_guard<std::mutex> lock(mu_);
+    work_.push_back(std::move(work));
+    cv_.notify_one();
+  }
+  void Loop() {
+    while (true) {
+      std::function<void()> work;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [this] { return !work_.empty(); });
+        work = std::move(work_.front());
+        work_.pop_front();
+      }
+      if (!work) return;
+      work();
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> work_;
+  std::thread thread_;
+};
+
+// The status of an int32 sum allreduce of `name` run from the calling thread, or a mismatch.
+std::string SumFromThisThread(const std::string& name, const Topology& topo) {
+  Tensor t(DataType::kInt32, {5});
+  t.Fill([&](int64_t i) { return SumValue(DataType::kInt32, topo.rank, i); });
+  const OpResult r = RunOp(AllreduceRequest(name, t));
+  if (!r.status.ok()) return r.status.ToString();
+  return t.Mismatch([&](int64_t i) {
+    double s = 0;
+    for (int q = 0; q < topo.size; ++q) s += SumValue(DataType::kInt32, q, i);
+    return s;
+  });
 }
 
 TEST_CASE("topology matches MPI on one host", "[mpi][topology]") {
@@ -185,6 +248,8 @@ TEST_CASE("shutdown and re-init: pending ops abort, FailedPrecondition in betwee
           "[mpi][shutdown]") {
   const Topology topo = InitAndTopology();
   CheckRuntimeStillWorks("features.reinit.before", topo);
+  OtherThread other;  // uses the runtime before the Shutdown, then again after the re-Init
+  CHECK(other.Run([&] { return SumFromThisThread("features.reinit.other.before", topo); }) == "");
 
   // An op only rank 0 submits cannot complete: Shutdown must abort it.
   auto seen = std::make_shared<Seen>();
@@ -219,6 +284,8 @@ TEST_CASE("shutdown and re-init: pending ops abort, FailedPrecondition in betwee
   std::vector<OpRequest> group;
   group.push_back(AllreduceRequest("features.reinit.down.group", t));
   CHECK(EnqueueGroup(std::move(group)).status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(other.Run([] { return GetTopology().status().code(); }) ==
+        absl::StatusCode::kFailedPrecondition);
   CHORUS_CHECK_OK(Shutdown());
 
   // Init again, with a process set created at init (id 1).
@@ -231,6 +298,7 @@ TEST_CASE("shutdown and re-init: pending ops abort, FailedPrecondition in betwee
   CHECK(topo2->rank == topo.rank);
   CHECK(topo2->size == topo.size);
   CheckRuntimeStillWorks("features.reinit.after", topo);
+  CHECK(other.Run([&] { return SumFromThisThread("features.reinit.other.after", topo); }) == "");
   if (Contains(EndRanks(topo), topo.rank)) {
     Tensor s(DataType::kInt64, {5});
     s.Fill([&](int64_t i) { return SumValue(DataType::kInt64, topo.rank, i); });

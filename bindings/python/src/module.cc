@@ -327,36 +327,24 @@ PyObject* SetChorusError(int code) {
 PyObject* ReleaseStatus(PyObject*, PyObject* arg) {
   int64_t handle = 0;
   if (!ArgInt(arg, &handle)) return nullptr;
-  chorus_result_t* r = nullptr;
-  int code;
-  std::string error;
-  int done = 0;
-  if (chorus_poll(handle, &done) == 0 && done != 0) {
-    code = chorus_release(handle, &r);
-    if (code != 0 && r == nullptr) error = chorus_last_error();
-  } else {
+  // A completed op is released without giving up the GIL (the common case in a synchronize
+  // loop); only a wait releases it.
+  int released = 0;
+  int code = chorus_release_status(handle, /*block=*/0, &released);
+  if (code == 0 && released == 0) {
     py::gil_scoped_release release;
-    code = chorus_release(handle, &r);
-    if (code != 0 && r == nullptr) error = chorus_last_error();
+    code = chorus_release_status(handle, /*block=*/1, &released);
   }
-  if (r == nullptr) {
+  if (released == 0) {  // no result: an unknown handle
     try {
-      Raise(code != 0 ? code : 13, error);
+      Raise(code != 0 ? code : 13, chorus_last_error());
     } catch (py::error_already_set& e) {
       e.restore();
     }
     return nullptr;
   }
-  const char* message = nullptr;
-  int status = chorus_result_status(r, &message);
-  PyObject* ret;
-  if (status == 0) {
-    ret = Py_NewRef(Py_None);
-  } else {
-    ret = Py_BuildValue("(is)", status, message != nullptr ? message : "");
-  }
-  chorus_result_free(r);
-  return ret;
+  if (code == 0) Py_RETURN_NONE;
+  return Py_BuildValue("(is)", code, chorus_last_error());
 }
 
 PyObject* ChorusErrorType() { return g_error; }

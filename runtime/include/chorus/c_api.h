@@ -105,6 +105,12 @@ typedef struct chorus_result chorus_result_t;
  * code is the op's status; *out is set even when the op failed. */
 CHORUS_EXPORT int chorus_release(chorus_handle_t handle, chorus_result_t** out);
 CHORUS_EXPORT void chorus_result_free(chorus_result_t* result);
+/* chorus_release for a caller that needs only the op's status (an in-place op, say), without a
+ * result object. *released = 1 once the handle is forgotten: the return value is then the op's
+ * status code (its message in chorus_last_error()). With block = 0 an op still in flight is
+ * left alone: 0 is returned with *released = 0. An unknown handle returns NOT_FOUND with
+ * *released = 0. */
+CHORUS_EXPORT int chorus_release_status(chorus_handle_t handle, int block, int* released);
 /* The op's status code and message (valid until chorus_result_free). */
 CHORUS_EXPORT int chorus_result_status(const chorus_result_t* result, const char** message);
 /* Output of allgather, alltoall, reducescatter: data (NULL when none), bytes, ndim and shape

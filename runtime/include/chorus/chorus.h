@@ -186,6 +186,9 @@ absl::Status Wait(Handle handle);
 
 // Waits for the op, then returns its result and forgets the handle.
 absl::StatusOr<OpResult> Release(Handle handle);
+// Release of a completed op; nullopt, and the handle stays valid, while the op is in flight.
+// NotFound for an unknown handle.
+absl::StatusOr<std::optional<OpResult>> TryRelease(Handle handle);
 
 // The controller this process runs on: "MPI" (under mpirun) or "UCX" (chorusrun --gloo, or
 // CHORUS_CONTROLLER=ucx).

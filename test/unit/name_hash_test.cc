@@ -1,0 +1,39 @@
+// The tensor-name hash of the per-op tables (runtime/name_hash.h).
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "runtime/name_hash.h"
+
+namespace chorus::runtime {
+namespace {
+
+TEST_CASE("HashName is XXH3-64", "[name_hash]") {
+  // Reference values of XXH3_64bits with seed 0 (xxhash's own test vectors).
+  CHECK(HashName("") == 0x2D06800538D394C2ULL);
+  CHECK(HashName("a") != HashName("b"));
+  CHECK(HashName("allreduce.grad.0") == HashName(std::string("allreduce.grad.0")));
+}
+
+TEST_CASE("a NameMap keyed by std::string is looked up with views", "[name_hash]") {
+  NameMap<std::string, int> map;
+  NameSet<absl::string_view> seen_hashes_ok;  // compiles with views as keys too
+  absl::flat_hash_set<size_t> hashes;
+  for (int i = 0; i < 20000; ++i) {
+    const std::string name = absl::StrCat("allreduce.model.layer", i, ".weight");
+    map[name] = i;
+    hashes.insert(HashName(name));
+  }
+  CHECK(hashes.size() == 20000);  // no 64-bit collision among similar names
+  absl::string_view view = "allreduce.model.layer1234.weight";
+  REQUIRE(map.find(view) != map.end());
+  CHECK(map.find(view)->second == 1234);
+  CHECK(map.find(absl::string_view("allreduce.model.layer1234.bias")) == map.end());
+  seen_hashes_ok.insert(view);
+  CHECK(seen_hashes_ok.contains(std::string(view)));
+}
+
+}  // namespace
+}  // namespace chorus::runtime
