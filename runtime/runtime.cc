@@ -138,18 +138,19 @@ absl::StatusOr<std::unique_ptr<TensorEntry>> Runtime::MakeEntry(OpRequest& r,
   AutoName(r);
   if (r.name.empty()) return Invalid(r, "tensor names must not be empty");
 
-  // Process set membership.
+  // Process set membership. The global set (every rank, from Start until Shutdown, never
+  // removed) needs no registry lookup: that is the common case, and the lookup takes a lock.
   int set_size = topology_.size;
-  if (r.type != OpType::kAddProcessSet && r.type != OpType::kJoin) {
+  const bool global_set = r.process_set_id == kGlobalProcessSetId;
+  if (r.type == OpType::kRemoveProcessSet && global_set) {
+    return Invalid(r, "the global process set (id 0) cannot be removed");
+  }
+  if (r.type != OpType::kAddProcessSet && r.type != OpType::kJoin && !global_set) {
     const ProcessSetRegistry::Membership set = registry_.Find(r.process_set_id, topology_.rank);
     if (!set.exists) {
       return Invalid(r, absl::StrCat("process set ", r.process_set_id, " does not exist"));
     }
-    if (r.type == OpType::kRemoveProcessSet) {
-      if (r.process_set_id == kGlobalProcessSetId) {
-        return Invalid(r, "the global process set (id 0) cannot be removed");
-      }
-    } else if (!set.member) {
+    if (r.type != OpType::kRemoveProcessSet && !set.member) {
       std::optional<std::vector<int32_t>> ranks = registry_.Ranks(r.process_set_id);
       return Invalid(r, absl::StrCat("rank ", topology_.rank, " is not in process set ",
                                      r.process_set_id, " (ranks [",
