@@ -98,14 +98,27 @@ bool IsBool(PyObject* o, PyObject* want) {
 // Returns Py_None (a new reference) when the general path must take the op: nothing was done.
 PyObject* NotHandled() { Py_RETURN_NONE; }
 
+// The handle table's entry (c_handle, tensor, None); nullptr with the error set. Built by hand:
+// Py_BuildValue would parse its format string once per op.
+PyObject* PendingEntry(chorus_handle_t c_handle, PyObject* tensor) {
+  PyObject* c = PyLong_FromLongLong(static_cast<long long>(c_handle));
+  PyObject* entry = c == nullptr ? nullptr : PyTuple_New(3);
+  if (entry == nullptr) {
+    Py_XDECREF(c);
+    return nullptr;
+  }
+  PyTuple_SET_ITEM(entry, 0, c);
+  PyTuple_SET_ITEM(entry, 1, Py_NewRef(tensor));
+  PyTuple_SET_ITEM(entry, 2, Py_NewRef(Py_None));
+  return entry;
+}
+
 // Registers `c_handle` (in flight) in the Python handle table as
 // chorus.handles.submit_op(c_handle, tensor, None) would; returns the Python handle. When that
 // fails, waits for the op (so the tensor is not written after this raises) and raises.
 PyObject* RegisterHandle(chorus_handle_t c_handle, PyObject* tensor) {
   PyObject* handle = PyIter_Next(g_torch.next_handle);
-  PyObject* entry = handle == nullptr
-                        ? nullptr
-                        : Py_BuildValue("(LOO)", static_cast<long long>(c_handle), tensor, Py_None);
+  PyObject* entry = handle == nullptr ? nullptr : PendingEntry(c_handle, tensor);
   if (entry != nullptr && PyDict_SetItem(g_torch.pending, handle, entry) == 0) {
     Py_DECREF(entry);
     return handle;
