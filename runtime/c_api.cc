@@ -209,13 +209,9 @@ int chorus_release(chorus_handle_t handle, chorus_result_t** out) {
 int chorus_release_status(chorus_handle_t handle, int block, int* released) {
   return Guard([&] {
     *released = 0;
-    if (block != 0) {
-      absl::StatusOr<chorus::OpResult> r = chorus::Release(handle);
-      if (!r.ok()) return Report(r.status());
-      *released = 1;
-      return Report(r->status);
-    }
-    absl::StatusOr<std::optional<chorus::OpResult>> r = chorus::TryRelease(handle);
+    absl::StatusOr<std::optional<chorus::OpResult>> r =
+        block != 0 ? absl::StatusOr<std::optional<chorus::OpResult>>(chorus::Release(handle))
+                   : chorus::TryRelease(handle);
     if (!r.ok()) return Report(r.status());
     if (!r->has_value()) return 0;
     *released = 1;

@@ -14,8 +14,6 @@ namespace {
 
 using chorus::testing::AnonHugeBytes;
 
-constexpr uintptr_t kHuge = kHugePageBytes;
-
 // An anonymous mapping of `bytes`, written with the word index, unmapped at scope exit.
 struct Mapping {
   explicit Mapping(size_t n) : bytes(n) {
@@ -48,7 +46,7 @@ TEST_CASE("HugePageAdvisor collapses the 2 MiB pages a tensor overlaps", "[huge_
   const uintptr_t start = HugePageCeil(reinterpret_cast<uintptr_t>(map.base));
   const uintptr_t tensor = start + 3 * 4096;
   const int64_t bytes = 9 << 20;
-  const uintptr_t end = start + 5 * kHuge;
+  const uintptr_t end = start + 5 * kHugePageBytes;
 
   advisor.Advise(reinterpret_cast<void*>(tensor), bytes);
   CHECK(advisor.failures() == 0);
@@ -66,7 +64,7 @@ TEST_CASE("HugePageAdvisor collapses the 2 MiB pages a tensor overlaps", "[huge_
     CHECK(map.Intact());
   }
   SECTION("ranges under 2 MiB are left alone") {
-    advisor.Advise(reinterpret_cast<void*>(end + 4096), static_cast<int64_t>(kHuge) - 1);
+    advisor.Advise(reinterpret_cast<void*>(end + 4096), static_cast<int64_t>(kHugePageBytes) - 1);
     advisor.Advise(nullptr, bytes);
     CHECK(advisor.advised_bytes() == static_cast<int64_t>(end - start));
     CHECK(advisor.failures() == 0);
@@ -94,8 +92,9 @@ TEST_CASE("HugePageAdvisor collapses what lies within the tensor's mapping and n
   advisor.Advise(tensor, static_cast<int64_t>(bytes));
   // The kernel refuses the guards; the two 2 MiB pages wholly inside the tensor are huge now.
   CHECK(advisor.failures() == 1);
-  CHECK(advisor.advised_bytes() == static_cast<int64_t>(2 * kHuge));
-  CHECK(AnonHugeBytes(start + kHuge, start + 3 * kHuge) >= static_cast<int64_t>(2 * kHuge));
+  CHECK(advisor.advised_bytes() == static_cast<int64_t>(2 * kHugePageBytes));
+  CHECK(AnonHugeBytes(start + kHugePageBytes, start + 3 * kHugePageBytes) >=
+        static_cast<int64_t>(2 * kHugePageBytes));
   bool intact = true;
   for (size_t i = 0; i < bytes / 4; ++i) intact &= tensor[i] == static_cast<uint32_t>(i);
   CHECK(intact);
@@ -118,14 +117,15 @@ TEST_CASE("AllocateHugePageBuffer returns 2 MiB-aligned memory backed by huge pa
   HugePageBuffer buffer = AllocateHugePageBuffer(bytes);
   REQUIRE(buffer != nullptr);
   const uintptr_t p = reinterpret_cast<uintptr_t>(buffer.get());
-  CHECK(p % kHuge == 0);
+  CHECK(p % kHugePageBytes == 0);
   std::memset(buffer.get(), 0x5a, static_cast<size_t>(bytes));
   CHECK(buffer[bytes - 1] == std::byte{0x5a});
   if (chorus::testing::TransparentHugePagesOff()) {
     WARN("transparent huge pages are disabled on this machine: no huge pages to check");
     return;
   }
-  CHECK(AnonHugeBytes(p, p + static_cast<uintptr_t>(bytes)) >= static_cast<int64_t>(kHuge));
+  CHECK(AnonHugeBytes(p, p + static_cast<uintptr_t>(bytes)) >=
+        static_cast<int64_t>(kHugePageBytes));
 }
 
 TEST_CASE("AllocateHugePageBuffer without huge pages maps plain pages", "[huge_pages]") {
@@ -133,7 +133,7 @@ TEST_CASE("AllocateHugePageBuffer without huge pages maps plain pages", "[huge_p
   HugePageBuffer buffer = AllocateHugePageBuffer(bytes, /*huge=*/false);
   REQUIRE(buffer != nullptr);
   const uintptr_t p = reinterpret_cast<uintptr_t>(buffer.get());
-  CHECK(p % kHuge == 0);
+  CHECK(p % kHugePageBytes == 0);
   std::memset(buffer.get(), 0x5a, static_cast<size_t>(bytes));
   CHECK(buffer[bytes - 1] == std::byte{0x5a});
   if (!chorus::testing::TransparentHugePagesOnlyWhenAdvised()) {
