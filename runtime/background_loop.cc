@@ -18,15 +18,24 @@ namespace chorus::runtime {
 namespace {
 
 // Note [Cache bit vector]
-// Each cycle every rank contributes one vector of 1 + 2W words (W = ceil(capacity / 64)):
-//   word 0         flags, complemented, so that the AND over ranks yields their OR;
-//   words 1..W     bit b set: "I have the cached tensor at bit b pending" (or: it belongs to a
-//                  process set I am not in); the AND says "ready on every rank";
-//   words W+1..2W  bit b set: "entry b must be erased" (a request under that name changed, or
-//                  it waited too long), complemented, so the AND yields the OR.
-constexpr uint64_t kFlagUncached = 1;     // this rank has requests for the coordinator
-constexpr uint64_t kFlagShutdown = 2;     // this rank is shutting down
-constexpr uint64_t kFlagBusy = 4;         // this rank has ops pending
+// Each cycle every rank contributes one vector of 1 + 3W words (W = ceil(capacity / 64)):
+//   word 0          flags, complemented, so that the AND over ranks yields their OR;
+//   words 1..W      bit b set: "I have the cached tensor at bit b pending" (or: it belongs to a
+//                   process set I am not in); the AND says "ready on every rank";
+//   words W+1..2W   bit b set: "entry b must be erased" (a request under that name changed, or
+//                   it waited too long), complemented, so the AND yields the OR;
+//   words 2W+1..3W  bit b set: "I have the cached tensor at bit b pending" (mine only),
+//                   complemented: the OR says which cached tensors some rank holds.
+// After the cycle some rank still has ops pending exactly when one has ops that are not cache
+// hits (kFlagUncachedPending), a cache entry was erased (its holders renegotiate), or a cached
+// tensor is held somewhere but not ready everywhere. Ranks with nothing pending then wake at
+// the cycle time to take part in the next cycles; otherwise only for local work (or the idle
+// cycle time). Reading "some rank has ops pending" before this cycle's execution instead would
+// count the tensors this very cycle completes: every rank would run an empty cycle after each
+// step and meet the next step's burst out of step.
+constexpr uint64_t kFlagUncached = 1;         // this rank has requests for the coordinator
+constexpr uint64_t kFlagShutdown = 2;         // this rank is shutting down
+constexpr uint64_t kFlagUncachedPending = 4;  // this rank has pending ops that are not cache hits
 constexpr uint64_t kFlagStallRound = 8;   // rank 0 wants a round to time out stalled ops
 constexpr uint64_t kFlagGpuFailed = 16;   // this rank's GPU data plane failed: all ranks stop
 
@@ -273,9 +282,11 @@ int BackgroundLoop::SetSize(int32_t id) const {
   return it == process_sets_.end() ? 1 : static_cast<int>(it->second.ranks.size());
 }
 
-void BackgroundLoop::TakeNewEntries(std::vector<int32_t>* invalid_bits) {
+void BackgroundLoop::TakeNewEntries(absl::Time now, std::vector<int32_t>* invalid_bits) {
   for (std::unique_ptr<TensorEntry>& owned : queue_->DrainAll()) {
     TensorEntry* entry = owned.get();
+    // Stamped at submission only when a timeline is configured (Runtime::MakeEntry).
+    if (entry->enqueued_at == absl::Time()) entry->enqueued_at = now;
     if (timeline_->active()) {
       timeline_->RequestKnown(entry->request.name, topology_.rank, entry->enqueued_at);
     }
@@ -326,7 +337,7 @@ absl::Status BackgroundLoop::RunCycle(bool* stop) {
   const absl::Time cycle_start = absl::Now();
   timeline_->BeginCycle(counters_.cycles.fetch_add(1, std::memory_order_relaxed), cycle_start);
   std::vector<int32_t> invalid_bits;
-  TakeNewEntries(&invalid_bits);
+  TakeNewEntries(cycle_start, &invalid_bits);
   const bool shutting_down = queue_->closed();
 
   // Cached entries that waited too long go through the coordinator, which can name the
@@ -366,24 +377,31 @@ absl::Status BackgroundLoop::RunCycle(bool* stop) {
 
   // Note [Cache bit vector].
   const int w = Words(cache_->capacity());
-  std::vector<uint64_t> bits(1 + 2 * w, 0);
+  std::vector<uint64_t> bits(1 + 3 * w, 0);
   uint64_t flags = 0;
   if (!unsent_.empty()) flags |= kFlagUncached;
   if (shutting_down) flags |= kFlagShutdown;
-  if (!pending_.empty()) flags |= kFlagBusy;
+  if (pending_.size() > by_bit_.size()) flags |= kFlagUncachedPending;
   if (stall_round) flags |= kFlagStallRound;
   // A GPU failure is found by the completion thread at any time; it stops every rank in the
   // same cycle, so no rank is left waiting in a collective for one that has stopped.
   const absl::Status gpu_failure = gpu_ != nullptr ? gpu_->failure() : absl::OkStatus();
   if (!gpu_failure.ok()) flags |= kFlagGpuFailed;
   bits[0] = ~flags;
-  for (const auto& [bit, entry] : by_bit_) SetBit(bits, 1, bit);
+  for (const auto& [bit, entry] : by_bit_) {
+    SetBit(bits, 1, bit);
+    SetBit(bits, 1 + 2 * w, bit);
+  }
   for (int i = 0; i < w; ++i) bits[1 + i] |= foreign_bits_[i];
   for (int32_t bit : invalid_bits) SetBit(bits, 1 + w, bit);
-  for (int i = 0; i < w; ++i) bits[1 + w + i] = ~bits[1 + w + i];
+  for (int i = w; i < 3 * w; ++i) bits[1 + i] = ~bits[1 + i];
   CHORUS_RETURN_IF_ERROR(controller_->AllreduceBitAnd(absl::MakeSpan(bits)));
   const uint64_t global = ~bits[0];
-  for (int i = 0; i < w; ++i) bits[1 + w + i] = ~bits[1 + w + i];
+  for (int i = w; i < 3 * w; ++i) bits[1 + i] = ~bits[1 + i];
+  bool pending_after = (global & kFlagUncachedPending) != 0;
+  for (int i = 0; i < w && !pending_after; ++i) {
+    pending_after = bits[1 + w + i] != 0 || (bits[1 + 2 * w + i] & ~bits[1 + i]) != 0;
+  }
   if ((global & kFlagGpuFailed) != 0) {
     if (!gpu_failure.ok()) return gpu_failure;
     return absl::UnavailableError(
@@ -464,8 +482,8 @@ absl::Status BackgroundLoop::RunCycle(bool* stop) {
   // ranks submit out of step is negotiated in several cycles); a next cycle whose peers are
   // not there yet waits for them in the bit vector's allreduce, without spinning.
   // With nothing pending here, new local work starts the next cycle at once; otherwise wake
-  // after the cycle time if another rank is busy, or the idle time if none is.
-  const bool busy_elsewhere = (global & kFlagBusy) != 0;
+  // after the cycle time if some rank still has ops pending, or the idle time if none has.
+  const bool busy_elsewhere = pending_after;  // Note [Cache bit vector]
   const absl::Duration left = cycle_start + config_.cycle_time - absl::Now();
   if (!pending_.empty()) {
     if (left > absl::ZeroDuration()) queue_->WaitForQuiet(kBurstQuiet, left);

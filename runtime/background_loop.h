@@ -12,9 +12,11 @@
 //
 // One cycle (RunCycle), on every rank:
 //   1. Drain the submission queue; look each new request up in the response cache.
-//   2. One AllreduceBitAnd of [flags | cache-ready bits | cache-invalid bits] (Note [Cache bit
-//      vector] in background_loop.cc). Invalidated entries are erased everywhere; tensors whose
-//      bit is set on every rank are ready without any coordinator involvement.
+//   2. One AllreduceBitAnd of [flags | cache-ready bits | cache-invalid bits | cache-held bits]
+//      (Note [Cache bit vector] in background_loop.cc). Invalidated entries are erased
+//      everywhere; tensors whose bit is set on every rank are ready without any coordinator
+//      involvement; every rank learns whether some rank will still have ops pending after
+//      this cycle.
 //   3. Only if some rank has uncached requests (or rank 0 must report stalls): every rank
 //      sends its new requests to rank 0 (GatherToRoot); the Coordinator builds the response
 //      list; rank 0 broadcasts it (BroadcastFromRoot).
@@ -23,8 +25,8 @@
 //   4'. A response on GPU tensors is only launched (runtime/gpu/gpu_data_plane.h): its entries
 //      leave pending_ and complete later on the GPU completion thread.
 //   6. Sleep: out the cycle time while this rank has ops pending (batching); otherwise until
-//      local work arrives (at most the cycle time if another rank is busy, else the idle cycle
-//      time), then until the burst of submissions pauses (SubmissionQueue::WaitForQuiet) or a
+//      local work arrives (at most the cycle time if some rank still has ops pending after this
+//      cycle, else the idle cycle time), then until the burst of submissions pauses (SubmissionQueue::WaitForQuiet) or a
 //      thread starts to wait on an incomplete op (SubmissionQueue::Hurry), at most 5 ms or the
 //      cycle time if longer (kBurstMaxWait in background_loop.cc).
 // A shutdown request on any rank travels in the flags; every rank then stops after that cycle
@@ -112,8 +114,8 @@ class BackgroundLoop {
   absl::Status RunCycle(bool* stop);
 
   // Moves queued entries into pending_, classifying each by the cache; appends the bits of
-  // changed cache entries to *invalid_bits.
-  void TakeNewEntries(std::vector<int32_t>* invalid_bits);
+  // changed cache entries to *invalid_bits. Entries not stamped at submission get `now`.
+  void TakeNewEntries(absl::Time now, std::vector<int32_t>* invalid_bits);
   // The entry no longer waits on the cache: it will be sent to the coordinator.
   void Uncache(TensorEntry* entry);
   void UncacheAll();

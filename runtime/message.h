@@ -93,7 +93,8 @@ struct SharedConfig {
   bool operator==(const SharedConfig&) const = default;
 };
 
-inline constexpr int32_t kProtocolVersion = 1;
+// 2: the cycle's bit vector carries the OR of held cache bits (Note [Cache bit vector]).
+inline constexpr int32_t kProtocolVersion = 2;
 
 }  // namespace chorus::runtime
 

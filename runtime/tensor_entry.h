@@ -76,6 +76,7 @@ struct TensorEntry {
   // then the handle becomes done.
   Handle handle = 0;
   DoneCallback done;
+  // When submitted (with a timeline configured), else when the background loop took it.
   absl::Time enqueued_at;
   // GPU tensors: recorded on op.stream at Enqueue (ops::gpu::EventHandle); chorus reads the
   // tensors only after it. Destroyed when the entry completes.

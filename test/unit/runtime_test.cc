@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <barrier>
+#include <chrono>
 #include <cstring>
 #include <functional>
 #include <latch>
@@ -141,6 +142,50 @@ TEST_CASE("steady state runs from the response cache without negotiation", "[run
     RANK_CHECK(f, rt.TEST_counters().cache_hits.load() - hits_after_warmup == 8 * 8,
                rt.TEST_counters().cache_hits.load() - hits_after_warmup);
   });
+  ExpectNoErrors(errs, f);
+}
+
+TEST_CASE("once every rank's cached ops completed, no rank runs another cycle until new work",
+          "[runtime][cache][cycles]") {
+  // Whether another rank still has ops pending is judged after the cycle's execution (Note
+  // [Cache bit vector]): a cycle that completes every rank's ops leaves all of them waiting
+  // for local work, here for up to an hour. Judged before the execution, every rank would run
+  // one more, empty, cycle after each step.
+  const int n = 3;
+  Config config = TestConfig();
+  // A rank that judged others busy would run its empty cycle a cycle time after the last one:
+  // long enough here for the count below to be read first.
+  config.cycle_time = absl::Milliseconds(40);
+  config.idle_cycle_time = absl::Hours(1);
+  std::barrier step_done(n);
+  Failures f;
+  auto errs = RunRanks(
+      n,
+      [&](int rank, Runtime& rt) {
+        std::vector<std::vector<float>> data(8, std::vector<float>(16));
+        for (int step = 0; step < 6; ++step) {
+          std::vector<Handle> hs;
+          for (int t = 0; t < 8; ++t) {
+            std::fill(data[t].begin(), data[t].end(), static_cast<float>(rank + t));
+            hs.push_back(*rt.Enqueue(Allreduce(absl::StrCat("c", t), data[t], ReduceOp::kSum)));
+          }
+          for (Handle h : hs) RANK_CHECK(f, rt.Wait(h).ok(), "wait");
+          for (int t = 0; t < 8; ++t) {
+            RANK_CHECK(f, data[t][0] == static_cast<float>(3 + 3 * t), data[t][0]);
+          }
+          step_done.arrive_and_wait();  // every rank's ops are complete
+          const int64_t cycles = rt.TEST_counters().cycles.load();
+          std::this_thread::sleep_for(std::chrono::milliseconds(120));
+          // Steps 0 and 1 negotiate (and fill the cache); from step 2 on every op is a hit.
+          if (step >= 2) {
+            RANK_CHECK(f, rt.TEST_counters().cycles.load() == cycles,
+                       absl::StrCat("step ", step, ": cycles ", cycles, " -> ",
+                                    rt.TEST_counters().cycles.load()));
+          }
+          step_done.arrive_and_wait();  // nobody submits the next step before all have looked
+        }
+      },
+      config);
   ExpectNoErrors(errs, f);
 }
 
