@@ -2,6 +2,8 @@
 #include "ops/gpu_platform.h"
 
 #ifdef CHORUS_HAVE_CUDA
+#include <nccl.h>
+
 #include "ops/cuda/cuda_platform.h"
 #endif
 
@@ -16,6 +18,14 @@ std::shared_ptr<GpuPlatform> DefaultGpuPlatform() {
       "CUDA/NCCL not found at configure time)");
 #endif
   return platform;
+}
+
+int NcclBuildVersion() {
+#ifdef CHORUS_HAVE_CUDA
+  return NCCL_VERSION_CODE;
+#else
+  return 0;
+#endif
 }
 
 }  // namespace chorus::ops::gpu

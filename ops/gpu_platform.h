@@ -132,6 +132,10 @@ class GpuPlatform {
 // process.
 std::shared_ptr<GpuPlatform> DefaultGpuPlatform();
 
+// NCCL_VERSION_CODE of the nccl.h this build was compiled with (22809 for NCCL 2.28.9, 2708 for
+// 2.7.8), or 0 for a build without the GPU data plane.
+int NcclBuildVersion();
+
 // A platform with no devices: CheckDevice fails with `reason`, everything else with the same
 // FailedPrecondition.
 std::shared_ptr<GpuPlatform> NoGpuPlatform(std::string reason);

@@ -117,6 +117,8 @@ int chorus_cuda_built(void) {
   return Guard([] { return chorus::ops::gpu::DefaultGpuPlatform()->name() == "CUDA" ? 1 : 0; });
 }
 
+int chorus_nccl_version(void) { return chorus::ops::gpu::NcclBuildVersion(); }
+
 const char* chorus_controller_name(void) {
   try {
     absl::StatusOr<std::string> name = chorus::ControllerName();

@@ -32,7 +32,7 @@ struct Config {
   // CHORUS_CACHE_CAPACITY (HOROVOD_CACHE_CAPACITY). Default 4096 (Horovod's is 1024): a job
   // whose steps cycle through more distinct tensors than the capacity misses the LRU cache on
   // every one of them (a model of 1161 gradients renegotiated a quarter of them each step at
-  // 1024); the bit vector costs 2 bits per entry per cycle.
+  // 1024); the bit vector costs 3 bits per entry per cycle.
   int32_t cache_capacity = 4096;
   // A fused batch is reduced in pieces of this many bytes (see Note [Pipelined fusion] in
   // runtime/executor.h). CHORUS_PIPELINE_CHUNK_BYTES. Default 4 MiB. Must be >= 4 KiB.

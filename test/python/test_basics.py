@@ -34,10 +34,16 @@ def test_build_flags():
     for f in (hvd.rocm_built, hvd.ccl_built, hvd.ddl_built):
         assert f() is False
     # CUDA and NCCL come together, as found when chorus was configured (ctest says which).
-    assert hvd.cuda_built() is hvd.nccl_built()
+    # nccl_built() is, as in Horovod, an int: NCCL_VERSION_CODE, or 0 without NCCL.
+    assert type(hvd.nccl_built()) is int
+    assert (hvd.nccl_built() > 0) is hvd.cuda_built()
     expected = os.environ.get("CHORUS_TEST_CUDA_BUILT")
     if expected is not None:
         assert hvd.cuda_built() is (expected == "ON"), expected
+    # The version code CMake read from the nccl.h it configured with.
+    expected_nccl = os.environ.get("CHORUS_TEST_NCCL_VERSION")
+    if expected_nccl is not None:
+        assert hvd.nccl_built() == int(expected_nccl), (hvd.nccl_built(), expected_nccl)
 
 
 def test_constants_distinct():

@@ -188,8 +188,9 @@ def gloo_built():
 
 
 def nccl_built():
-    """True when chorus was built with its NCCL (GPU) data plane."""
-    return _C.cuda_built()
+    """As Horovod: NCCL_VERSION_CODE of the NCCL chorus was built with (e.g. 22809 for 2.28.9),
+    0 when chorus was built without its NCCL (GPU) data plane."""
+    return _C.nccl_version()
 
 
 def cuda_built():

@@ -78,6 +78,10 @@ CHORUS_EXPORT int chorus_topology(chorus_topology_t* out);
  * Says nothing about devices being present. */
 CHORUS_EXPORT int chorus_cuda_built(void);
 
+/* NCCL_VERSION_CODE of the NCCL headers this build was compiled with (e.g. 22809 for 2.28.9),
+ * 0 without the GPU data plane: what horovod.torch's nccl_built() returns. */
+CHORUS_EXPORT int chorus_nccl_version(void);
+
 /* The controller's name ("MPI", "UCX"); "" when chorus is not initialized. Static storage. */
 CHORUS_EXPORT const char* chorus_controller_name(void);
 
