@@ -85,6 +85,18 @@ OpRequest Allreduce(const std::string& name, std::vector<float>& data, ReduceOp 
   return r;
 }
 
+// Allreduces each data[t] under the name `prefix` + t, submitted together, and waits for all.
+void AllreduceEach(Runtime& rt, Failures& f, const std::string& prefix,
+                   std::vector<std::vector<float>>& data, ReduceOp op) {
+  std::vector<Handle> hs;
+  for (size_t t = 0; t < data.size(); ++t) {
+    auto h = rt.Enqueue(Allreduce(absl::StrCat(prefix, t), data[t], op));
+    RANK_CHECK(f, h.ok(), h.status().ToString());
+    if (h.ok()) hs.push_back(*h);
+  }
+  for (Handle h : hs) RANK_CHECK(f, rt.Wait(h).ok(), "wait");
+}
+
 void ExpectNoErrors(const std::vector<std::string>& start_errors, Failures& f) {
   for (const std::string& e : start_errors) CHECK(e.empty());
   for (const std::string& m : f.messages) FAIL_CHECK(m);
@@ -124,12 +136,8 @@ TEST_CASE("steady state runs from the response cache without negotiation", "[run
     std::vector<std::vector<float>> data(8, std::vector<float>(100));
     int64_t rounds_after_warmup = 0, hits_after_warmup = 0;
     for (int step = 0; step < 10; ++step) {
-      std::vector<Handle> hs;
-      for (int t = 0; t < 8; ++t) {
-        std::fill(data[t].begin(), data[t].end(), static_cast<float>(rank + step));
-        hs.push_back(*rt.Enqueue(Allreduce(absl::StrCat("g", t), data[t], ReduceOp::kAverage)));
-      }
-      for (Handle h : hs) RANK_CHECK(f, rt.Wait(h).ok(), "wait");
+      for (auto& d : data) std::fill(d.begin(), d.end(), static_cast<float>(rank + step));
+      AllreduceEach(rt, f, "g", data, ReduceOp::kAverage);
       for (auto& d : data) RANK_CHECK(f, d[0] == 1.0f + step, d[0]);
       if (step == 1) {
         rounds_after_warmup = rt.TEST_counters().negotiation_rounds.load();
@@ -164,12 +172,10 @@ TEST_CASE("once every rank's cached ops completed, no rank runs another cycle un
       [&](int rank, Runtime& rt) {
         std::vector<std::vector<float>> data(8, std::vector<float>(16));
         for (int step = 0; step < 6; ++step) {
-          std::vector<Handle> hs;
           for (int t = 0; t < 8; ++t) {
             std::fill(data[t].begin(), data[t].end(), static_cast<float>(rank + t));
-            hs.push_back(*rt.Enqueue(Allreduce(absl::StrCat("c", t), data[t], ReduceOp::kSum)));
           }
-          for (Handle h : hs) RANK_CHECK(f, rt.Wait(h).ok(), "wait");
+          AllreduceEach(rt, f, "c", data, ReduceOp::kSum);
           for (int t = 0; t < 8; ++t) {
             RANK_CHECK(f, data[t][0] == static_cast<float>(3 + 3 * t), data[t][0]);
           }
