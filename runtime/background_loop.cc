@@ -36,8 +36,8 @@ namespace {
 constexpr uint64_t kFlagUncached = 1;         // this rank has requests for the coordinator
 constexpr uint64_t kFlagShutdown = 2;         // this rank is shutting down
 constexpr uint64_t kFlagUncachedPending = 4;  // this rank has pending ops that are not cache hits
-constexpr uint64_t kFlagStallRound = 8;   // rank 0 wants a round to time out stalled ops
-constexpr uint64_t kFlagGpuFailed = 16;   // this rank's GPU data plane failed: all ranks stop
+constexpr uint64_t kFlagStallRound = 8;       // rank 0 wants a round to time out stalled ops
+constexpr uint64_t kFlagGpuFailed = 16;       // this rank's GPU data plane failed: all ranks stop
 
 // A burst of submissions is over when nothing new arrived for this long.
 constexpr absl::Duration kBurstQuiet = absl::Microseconds(50);
@@ -398,6 +398,7 @@ absl::Status BackgroundLoop::RunCycle(bool* stop) {
   CHORUS_RETURN_IF_ERROR(controller_->AllreduceBitAnd(absl::MakeSpan(bits)));
   const uint64_t global = ~bits[0];
   for (int i = w; i < 3 * w; ++i) bits[1 + i] = ~bits[1 + i];
+  // Whether some rank will still have ops pending after this cycle (Note [Cache bit vector]).
   bool pending_after = (global & kFlagUncachedPending) != 0;
   for (int i = 0; i < w && !pending_after; ++i) {
     pending_after = bits[1 + w + i] != 0 || (bits[1 + 2 * w + i] & ~bits[1 + i]) != 0;
@@ -483,13 +484,12 @@ absl::Status BackgroundLoop::RunCycle(bool* stop) {
   // not there yet waits for them in the bit vector's allreduce, without spinning.
   // With nothing pending here, new local work starts the next cycle at once; otherwise wake
   // after the cycle time if some rank still has ops pending, or the idle time if none has.
-  const bool busy_elsewhere = pending_after;  // Note [Cache bit vector]
   const absl::Duration left = cycle_start + config_.cycle_time - absl::Now();
   if (!pending_.empty()) {
     if (left > absl::ZeroDuration()) queue_->WaitForQuiet(kBurstQuiet, left);
   } else {
     const bool woke = queue_->WaitForWork(
-        busy_elsewhere ? std::max(left, absl::ZeroDuration()) : config_.idle_cycle_time);
+        pending_after ? std::max(left, absl::ZeroDuration()) : config_.idle_cycle_time);
     // Take a burst of submissions (a whole model's gradients, say) in one cycle.
     if (woke) queue_->WaitForQuiet(kBurstQuiet, std::max(config_.cycle_time, kBurstMaxWait));
   }

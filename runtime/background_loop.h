@@ -26,9 +26,10 @@
 //      leave pending_ and complete later on the GPU completion thread.
 //   6. Sleep: out the cycle time while this rank has ops pending (batching); otherwise until
 //      local work arrives (at most the cycle time if some rank still has ops pending after this
-//      cycle, else the idle cycle time), then until the burst of submissions pauses (SubmissionQueue::WaitForQuiet) or a
-//      thread starts to wait on an incomplete op (SubmissionQueue::Hurry), at most 5 ms or the
-//      cycle time if longer (kBurstMaxWait in background_loop.cc).
+//      cycle, else the idle cycle time), then until the burst of submissions pauses
+//      (SubmissionQueue::WaitForQuiet) or a thread starts to wait on an incomplete op
+//      (SubmissionQueue::Hurry), at most 5 ms or the cycle time if longer (kBurstMaxWait in
+//      background_loop.cc).
 // A shutdown request on any rank travels in the flags; every rank then stops after that cycle
 // and fails what is still pending with Aborted. A transport failure stops the loop and fails
 // everything pending (and every later Enqueue) with the transport's status.
