@@ -16,7 +16,7 @@
 #include <mpi.h>
 
 #include "ops/mpi/mpi_datatypes.h"
-#include "runtime/common/status_macros.h"
+#include "base/status_macros.h"
 
 namespace chorus::bench {
 

@@ -19,7 +19,7 @@
 #include "chorus/chorus.h"
 #include "chorus/types.h"
 #include "ops/mpi/mpi_datatypes.h"
-#include "runtime/common/status_macros.h"
+#include "base/status_macros.h"
 #include <nlohmann/json.hpp>
 
 namespace chorus::bench {

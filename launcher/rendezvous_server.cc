@@ -188,7 +188,7 @@ class Store {
   }
 
   const RendezvousServerOptions options_;
-  // (launcher/ does not use runtime/common/mutex.h, so the members below carry no lock
+  // (launcher/ does not use base/mutex.h, so the members below carry no lock
   // annotations: all of them are guarded by mu_.)
   std::mutex mu_;
   std::condition_variable cv_;  // a Put, Shutdown() or a new waiting Get

@@ -9,9 +9,9 @@
 #include "absl/strings/str_cat.h"
 
 #include "chorus/chorus.h"
-#include "runtime/common/logging.h"
-#include "runtime/common/mutex.h"
-#include "runtime/common/status_macros.h"
+#include "base/logging.h"
+#include "base/mutex.h"
+#include "base/status_macros.h"
 #include "runtime/config.h"
 #include "runtime/controller_factory.h"
 #include "runtime/runtime.h"

@@ -1,7 +1,5 @@
 #include "runtime/background_loop.h"
 
-#include "ops/mpi/mpi_wait.h"
-
 #include <algorithm>
 #include <utility>
 
@@ -9,8 +7,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "runtime/common/logging.h"
-#include "runtime/common/status_macros.h"
+#include "base/logging.h"
+#include "base/status_macros.h"
+#include "base/timer_slack.h"
 #include "runtime/fusion_planner.h"
 #include "runtime/wire_codec.h"
 
@@ -99,7 +98,7 @@ absl::Status BackgroundLoop::Start(std::vector<std::vector<int32_t>> process_set
 
 void BackgroundLoop::ThreadMain(std::vector<std::vector<int32_t>> process_sets) {
   // The loop sleeps in short waits (burst gathering, cycle windows, waits for late peers).
-  ops::UsePreciseSleeps();
+  UsePreciseSleeps();
   absl::Status status = Handshake(process_sets);
   const bool ok = status.ok();
   started_.set_value(std::move(status));

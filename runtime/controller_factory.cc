@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "ops/ucx/ucx_transport.h"
-#include "runtime/common/status_macros.h"
+#include "base/status_macros.h"
 #include "runtime/mpi/mpi_controller.h"
 #include "runtime/ucx/controller_address_exchange.h"
 #include "runtime/ucx/rendezvous_client.h"

@@ -16,7 +16,7 @@
 
 #include "absl/base/thread_annotations.h"
 
-#include "runtime/common/mutex.h"
+#include "base/mutex.h"
 #include "runtime/tensor_entry.h"
 
 namespace chorus::runtime {

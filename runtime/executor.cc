@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "ops/cpu/reduce_kernels.h"
 #include "runtime/collective_math.h"
-#include "runtime/common/status_macros.h"
+#include "base/status_macros.h"
 
 namespace chorus::runtime {
 namespace {

@@ -17,7 +17,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "runtime/common/mutex.h"
+#include "base/mutex.h"
 #include "chorus/chorus.h"
 
 namespace chorus::runtime {

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "runtime/common/mutex.h"
+#include "base/mutex.h"
 
 namespace chorus::runtime {
 

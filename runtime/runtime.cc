@@ -7,8 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "runtime/common/logging.h"
-#include "runtime/common/status_macros.h"
+#include "base/logging.h"
+#include "base/status_macros.h"
 
 namespace chorus::runtime {
 namespace {

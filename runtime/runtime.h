@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "runtime/common/mutex.h"
+#include "base/mutex.h"
 #include "chorus/chorus.h"
 #include "runtime/background_loop.h"
 #include "runtime/config.h"

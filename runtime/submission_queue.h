@@ -16,7 +16,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "runtime/common/mutex.h"
+#include "base/mutex.h"
 #include "runtime/name_hash.h"
 #include "absl/time/time.h"
 #include "runtime/tensor_entry.h"

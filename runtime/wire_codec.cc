@@ -13,7 +13,7 @@
 
 #include "chorus/types.h"
 #include "proto/negotiation.pb.h"
-#include "runtime/common/status_macros.h"
+#include "base/status_macros.h"
 #include "runtime/message.h"
 
 namespace chorus::runtime {

@@ -26,7 +26,7 @@
 #include "absl/time/time.h"
 
 #include "chorus/types.h"
-#include "runtime/common/mutex.h"
+#include "base/mutex.h"
 #include "timeline/trace_event.h"
 #include "timeline/trace_writer.h"
 

@@ -26,7 +26,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
-#include "runtime/common/mutex.h"
+#include "base/mutex.h"
 #include "timeline/trace_event.h"
 
 namespace chorus::timeline {

@@ -24,7 +24,7 @@
 #include <cuda_runtime.h>
 
 #include "ops/cuda/batched_copy.h"
-#include "runtime/common/status_macros.h"
+#include "base/status_macros.h"
 
 namespace chorus::ops::gpu {
 namespace {

@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 
-#include "runtime/common/status_macros.h"
+#include "base/status_macros.h"
 
 namespace chorus::ops::gpu {
 namespace {

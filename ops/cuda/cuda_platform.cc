@@ -21,8 +21,8 @@
 #include "ops/cuda/batched_copy.h"
 #include "ops/cuda/fill_identity.h"
 #include "ops/nccl/nccl_communicator.h"
-#include "runtime/common/mutex.h"
-#include "runtime/common/status_macros.h"
+#include "base/mutex.h"
+#include "base/status_macros.h"
 
 namespace chorus::ops::gpu {
 namespace {

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "ops/mpi/mpi_datatypes.h"
-#include "runtime/common/status_macros.h"
+#include "base/status_macros.h"
 
 namespace chorus::ops {
 namespace {

@@ -3,10 +3,6 @@
 #include <algorithm>
 #include <string>
 
-#if defined(__linux__)
-#include <sys/prctl.h>
-#endif
-
 #include "ops/mpi/mpi_datatypes.h"
 
 namespace chorus::ops {
@@ -25,12 +21,6 @@ absl::Status WaitPolitely(MPI_Request* request, const char* call, const PoliteWa
     absl::SleepFor(sleep);
     sleep = std::min(sleep * 2, how.max_sleep);
   }
-}
-
-void UsePreciseSleeps() {
-#if defined(__linux__)
-  prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);  // nanoseconds
-#endif
 }
 
 }  // namespace chorus::ops

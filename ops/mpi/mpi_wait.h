@@ -8,7 +8,8 @@
 // waits for: the ranks' negotiation of a step then costs as much CPU as the step itself.
 // WaitPolitely polls with MPI_Test for a short spin (peers that are already there answer
 // within microseconds), then sleeps between tests, the sleeps doubling up to a cap, so a
-// late peer costs this rank almost no CPU and at most the cap in extra latency.
+// late peer costs this rank almost no CPU and at most the cap in extra latency. The sleeps are
+// as short as asked only on a thread that called UsePreciseSleeps (base/timer_slack.h).
 //
 // Thread-safety: as MPI_Test on `request` (MPI_THREAD_MULTIPLE: any thread, one per request).
 #ifndef CHORUS_OPS_MPI_MPI_WAIT_H_
@@ -28,11 +29,6 @@ struct PoliteWait {
 
 // Completes `*request` (MPI_Test until done, as above). `call` names the operation in errors.
 absl::Status WaitPolitely(MPI_Request* request, const char* call, const PoliteWait& how = {});
-
-// Lets this thread's sleeps end close to their deadline (Linux timer slack, 50 µs by default,
-// to 1 µs), so that WaitPolitely's short sleeps are as short as asked. For the threads that
-// call WaitPolitely; a no-op elsewhere than on Linux.
-void UsePreciseSleeps();
 
 }  // namespace chorus::ops
 

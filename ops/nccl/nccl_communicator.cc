@@ -16,7 +16,7 @@
 #include <nccl.h>
 
 #include "chorus/types.h"
-#include "runtime/common/status_macros.h"
+#include "base/status_macros.h"
 
 namespace chorus::ops::gpu {
 namespace {

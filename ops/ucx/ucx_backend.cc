@@ -15,7 +15,7 @@
 #include "ops/ucx/algorithms/ring_allgatherv.h"
 #include "ops/ucx/algorithms/ring_allreduce.h"
 #include "ops/ucx/algorithms/ring_reduce_scatter.h"
-#include "runtime/common/status_macros.h"
+#include "base/status_macros.h"
 
 namespace chorus::ops {
 namespace {

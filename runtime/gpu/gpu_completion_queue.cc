@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 
-#include "runtime/common/logging.h"
+#include "base/logging.h"
 
 namespace chorus::runtime {
 namespace {

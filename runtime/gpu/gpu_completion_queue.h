@@ -27,7 +27,7 @@
 #include "absl/status/status.h"
 
 #include "ops/gpu_platform.h"
-#include "runtime/common/mutex.h"
+#include "base/mutex.h"
 #include "runtime/gpu/gpu_batch.h"
 
 namespace chorus::runtime {

@@ -9,8 +9,8 @@
 
 #include "ops/cuda/batched_copy_plan.h"
 #include "runtime/collective_math.h"
-#include "runtime/common/logging.h"
-#include "runtime/common/status_macros.h"
+#include "base/logging.h"
+#include "base/status_macros.h"
 #include "runtime/executor.h"
 
 namespace chorus::runtime {

@@ -42,7 +42,7 @@
 
 #include "ops/collective_backend.h"
 #include "ops/gpu_platform.h"
-#include "runtime/common/mutex.h"
+#include "base/mutex.h"
 #include "runtime/gpu/gpu_completion_queue.h"
 #include "runtime/message.h"
 

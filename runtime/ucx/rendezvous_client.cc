@@ -11,7 +11,7 @@
 #include "absl/time/clock.h"
 
 #include "proto/rendezvous.grpc.pb.h"
-#include "runtime/common/status_macros.h"
+#include "base/status_macros.h"
 
 namespace chorus::runtime {
 namespace {

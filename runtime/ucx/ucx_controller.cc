@@ -12,7 +12,7 @@
 #include "ops/ucx/algorithms/recursive_doubling_allreduce.h"
 #include "ops/ucx/algorithms/ring_allreduce.h"
 #include "ops/ucx/tag_transport_view.h"
-#include "runtime/common/status_macros.h"
+#include "base/status_macros.h"
 
 namespace chorus::runtime {
 

@@ -42,7 +42,7 @@
 #include "chorus/types.h"
 #include "ops/collective_backend.h"
 #include "ops/cpu/reduce_kernels.h"
-#include "runtime/common/status_macros.h"
+#include "base/status_macros.h"
 #include "runtime/controller.h"
 
 namespace chorus::testing {

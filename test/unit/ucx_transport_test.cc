@@ -20,7 +20,7 @@
 #include "ops/cpu/reduce_kernels.h"
 #include "ops/ucx/algorithms/common.h"
 #include "ops/ucx/ucx_backend.h"
-#include "runtime/common/status_macros.h"
+#include "base/status_macros.h"
 #include "runtime/ucx/address_exchange.h"
 #include "runtime/ucx/ucx_controller.h"
 

@@ -2,7 +2,7 @@
 #include "ops/ucx/algorithms/dissemination_barrier.h"
 
 #include "ops/ucx/algorithms/common.h"
-#include "runtime/common/status_macros.h"
+#include "base/status_macros.h"
 
 namespace chorus::ops::ucx {
 

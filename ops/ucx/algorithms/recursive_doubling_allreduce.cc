@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/common/status_macros.h"
+#include "base/status_macros.h"
 
 namespace chorus::ops::ucx {
 namespace {

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "ops/ucx/algorithms/ring_allgatherv.h"
-#include "runtime/common/status_macros.h"
+#include "base/status_macros.h"
 
 namespace chorus::ops::ucx {
 

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/common/mutex.h"
+#include "base/mutex.h"
 
 namespace chorus::ops::testing {
 

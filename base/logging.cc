@@ -1,4 +1,4 @@
-#include "runtime/common/logging.h"
+#include "base/logging.h"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-// File: runtime/common/mutex.h
+// File: base/mutex.h
 //
 // A std::mutex with Abseil's thread-safety annotations, so that clang's -Wthread-safety checks
 // ABSL_GUARDED_BY members while ThreadSanitizer still understands every lock. (Debian's Abseil
@@ -13,8 +13,8 @@
 //   lock.Wait(cv_, [&] { return value_ > 0; });
 //
 // Thread-safety: thread-safe (it is the lock).
-#ifndef CHORUS_RUNTIME_COMMON_MUTEX_H_
-#define CHORUS_RUNTIME_COMMON_MUTEX_H_
+#ifndef CHORUS_BASE_MUTEX_H_
+#define CHORUS_BASE_MUTEX_H_
 
 #include <condition_variable>
 #include <mutex>
@@ -62,4 +62,4 @@ class ABSL_SCOPED_LOCKABLE MutexLock {
 
 }  // namespace chorus
 
-#endif  // CHORUS_RUNTIME_COMMON_MUTEX_H_
+#endif  // CHORUS_BASE_MUTEX_H_

@@ -1,9 +1,9 @@
-// File: runtime/common/status_macros.h
+// File: base/status_macros.h
 //
 // Status propagation macros (Debian's Abseil 20220623 has none) and adapters that turn foreign
 // error codes into absl::Status carrying the call, file and line.
-#ifndef CHORUS_RUNTIME_COMMON_STATUS_MACROS_H_
-#define CHORUS_RUNTIME_COMMON_STATUS_MACROS_H_
+#ifndef CHORUS_BASE_STATUS_MACROS_H_
+#define CHORUS_BASE_STATUS_MACROS_H_
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -27,4 +27,4 @@
   if (!tmp.ok()) return tmp.status();                  \
   lhs = std::move(tmp).value()
 
-#endif  // CHORUS_RUNTIME_COMMON_STATUS_MACROS_H_
+#endif  // CHORUS_BASE_STATUS_MACROS_H_

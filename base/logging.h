@@ -1,4 +1,4 @@
-// File: runtime/common/logging.h
+// File: base/logging.h
 //
 // Minimal leveled logging to stderr. Every line carries "[chorus rank/local_rank LEVEL]";
 // WARNING and above add file:line. The level comes from Config (CHORUS_LOG_LEVEL) through
@@ -7,8 +7,8 @@
 //   CHORUS_LOG(INFO) << "fusion threshold " << bytes;
 //
 // Thread-safety: thread-safe; each line is written with a single write().
-#ifndef CHORUS_RUNTIME_COMMON_LOGGING_H_
-#define CHORUS_RUNTIME_COMMON_LOGGING_H_
+#ifndef CHORUS_BASE_LOGGING_H_
+#define CHORUS_BASE_LOGGING_H_
 
 #include <atomic>
 #include <sstream>
@@ -54,4 +54,4 @@ class LogMessage {
                               __LINE__)                             \
         .stream()
 
-#endif  // CHORUS_RUNTIME_COMMON_LOGGING_H_
+#endif  // CHORUS_BASE_LOGGING_H_
