@@ -12,6 +12,7 @@
 #include "base/logging.h"
 #include "base/mutex.h"
 #include "base/status_macros.h"
+#include "ops/gpu_platform.h"
 #include "runtime/config.h"
 #include "runtime/controller_factory.h"
 #include "runtime/runtime.h"
@@ -168,6 +169,10 @@ absl::StatusOr<std::string> ControllerName() {
   CHORUS_ASSIGN_OR_RETURN(auto rt, Current());
   return rt->controller_name();
 }
+
+bool CudaBuilt() { return ops::gpu::DefaultGpuPlatform()->name() == "CUDA"; }
+
+int NcclBuildVersion() { return ops::gpu::NcclBuildVersion(); }
 
 absl::Status StartTimeline(const std::string& path, bool mark_cycles) {
   CHORUS_ASSIGN_OR_RETURN(auto rt, Current());

@@ -1,7 +1,6 @@
 // The C ABI over the process-wide C++ API. Every entry point catches everything: no exception
 // crosses into C.
 #include "chorus/c_api.h"
-#include "ops/gpu_platform.h"
 
 #include <exception>
 #include <string>
@@ -114,10 +113,10 @@ int chorus_is_initialized(void) {
 }
 
 int chorus_cuda_built(void) {
-  return Guard([] { return chorus::ops::gpu::DefaultGpuPlatform()->name() == "CUDA" ? 1 : 0; });
+  return Guard([] { return chorus::CudaBuilt() ? 1 : 0; });
 }
 
-int chorus_nccl_version(void) { return chorus::ops::gpu::NcclBuildVersion(); }
+int chorus_nccl_version(void) { return chorus::NcclBuildVersion(); }
 
 const char* chorus_controller_name(void) {
   try {

@@ -42,7 +42,7 @@ struct Config {
   int64_t inplace_min_bytes = int64_t{256} << 10;
   // CPU tensors of at least 2 MiB reduced in place have the 2 MiB pages they overlap collapsed
   // into transparent huge pages first, and the fusion buffer is mapped on huge pages (Note
-  // [Huge pages for large tensors] in ops/cpu/huge_pages.h). CHORUS_HUGE_PAGES. Default true.
+  // [Huge pages for large tensors] in runtime/huge_pages.h). CHORUS_HUGE_PAGES. Default true.
   bool huge_pages = true;
   // GPU tensors: NCCL streams (each with its own communicator and fusion buffer) per process
   // set; fused batches take them in turn, so consecutive batches may overlap on the device.

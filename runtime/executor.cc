@@ -42,8 +42,8 @@ Executor::Executor(const SharedConfig& config, bool huge_pages)
 std::byte* Executor::FusionBuffer(int64_t bytes) {
   if (bytes > fusion_capacity_) {
     // Uninitialised on purpose: every byte is written before it is read. On huge pages
-    // (Note [Huge pages for large tensors] in ops/cpu/huge_pages.h).
-    fusion_buffer_ = ops::AllocateHugePageBuffer(bytes, huge_pages_enabled_);
+    // (Note [Huge pages for large tensors] in runtime/huge_pages.h).
+    fusion_buffer_ = AllocateHugePageBuffer(bytes, huge_pages_enabled_);
     if (fusion_buffer_ == nullptr) throw std::bad_alloc();
     fusion_capacity_ = bytes;
   }

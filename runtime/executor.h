@@ -29,7 +29,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "ops/collective_backend.h"
-#include "ops/cpu/huge_pages.h"
+#include "runtime/huge_pages.h"
 #include "runtime/message.h"
 #include "runtime/tensor_entry.h"
 
@@ -53,7 +53,7 @@ absl::StatusOr<std::vector<int64_t>> ExchangeRowCounts(ops::CollectiveBackend& b
 class Executor {
  public:
   // `huge_pages`: collapse the pages of tensors reduced in place into huge pages first
-  // (Note [Huge pages for large tensors] in ops/cpu/huge_pages.h).
+  // (Note [Huge pages for large tensors] in runtime/huge_pages.h).
   explicit Executor(const SharedConfig& config, bool huge_pages = false);
 
   // Executes `response` (non-error, a data op: allreduce, allgather, broadcast, alltoall,
@@ -91,8 +91,8 @@ class Executor {
 
   SharedConfig config_;
   const bool huge_pages_enabled_;  // CHORUS_HUGE_PAGES (the advisor may still be off: old kernel)
-  ops::HugePageAdvisor huge_pages_;
-  ops::HugePageBuffer fusion_buffer_;
+  HugePageAdvisor huge_pages_;
+  HugePageBuffer fusion_buffer_;
   int64_t fusion_capacity_ = 0;
   std::vector<ExecutionSpan>* trace_ = nullptr;  // during Execute only
 };

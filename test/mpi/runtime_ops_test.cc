@@ -17,7 +17,7 @@
 
 #include "chorus/chorus.h"
 #include "chorus/types.h"
-#include "ops/cpu/huge_pages.h"
+#include "runtime/huge_pages.h"
 #include "test/mpi/test_util.h"
 #include "test/support/huge_page_probe.h"
 
@@ -454,7 +454,7 @@ TEST_CASE("a large tensor reduced in place is moved onto huge pages, its values 
           "[mpi][allreduce][large][huge_pages]") {
   const Topology topo = InitAndTopology();
   // 12 MiB of float32 three pages into an anonymous mapping of its own, not 2 MiB-aligned (as a
-  // malloc'd tensor): Note [Huge pages for large tensors] in ops/cpu/huge_pages.h.
+  // malloc'd tensor): Note [Huge pages for large tensors] in runtime/huge_pages.h.
   constexpr size_t kBytes = size_t{12} << 20;
   void* map = mmap(nullptr, kBytes + 4 * 4096, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -476,9 +476,9 @@ TEST_CASE("a large tensor reduced in place is moved onto huge pages, its values 
   }
   CHECK(wrong == 0);
   const uintptr_t begin = reinterpret_cast<uintptr_t>(data);
-  const uintptr_t start = ops::HugePageCeil(begin);
-  const uintptr_t end = ops::HugePageFloor(begin + kBytes);
-  if (ops::HugePageAdvisor(true).enabled()) {
+  const uintptr_t start = runtime::HugePageCeil(begin);
+  const uintptr_t end = runtime::HugePageFloor(begin + kBytes);
+  if (runtime::HugePageAdvisor(true).enabled()) {
     INFO("the runtime collapses the aligned 2 MiB pages of the tensor (CHORUS_HUGE_PAGES "
          "defaults to on)");
     CHECK(chorus::testing::AnonHugeBytes(start, end) >= static_cast<int64_t>(end - start));

@@ -1,4 +1,4 @@
-#include "ops/cpu/huge_pages.h"
+#include "runtime/huge_pages.h"
 
 #include <sys/mman.h>
 
@@ -9,7 +9,7 @@
 
 #include "test/support/huge_page_probe.h"
 
-namespace chorus::ops {
+namespace chorus::runtime {
 namespace {
 
 using chorus::testing::AnonHugeBytes;
@@ -144,4 +144,4 @@ TEST_CASE("AllocateHugePageBuffer without huge pages maps plain pages", "[huge_p
 }
 
 }  // namespace
-}  // namespace chorus::ops
+}  // namespace chorus::runtime

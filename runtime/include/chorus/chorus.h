@@ -194,6 +194,13 @@ absl::StatusOr<std::optional<OpResult>> TryRelease(Handle handle);
 // CHORUS_CONTROLLER=ucx).
 absl::StatusOr<std::string> ControllerName();
 
+// Whether this build has the CUDA/NCCL data plane for GPU tensors (whether or not a GPU is
+// visible). Needs no init.
+bool CudaBuilt();
+// NCCL_VERSION_CODE of the nccl.h this build was compiled with (22809 for NCCL 2.28.9), or 0 for
+// a build without the GPU data plane. Needs no init.
+int NcclBuildVersion();
+
 // Timelines (docs/timeline.md): records this rank's events into `path` (rank 0 only unless
 // CHORUS_TIMELINE_ALL_RANKS or a `{rank}` placeholder) from the next background cycle.
 // REQUIRES: CHORUS_TIMELINE (or HOROVOD_TIMELINE) is set, to a path or DYNAMIC, as in Horovod

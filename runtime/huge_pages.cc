@@ -1,4 +1,4 @@
-#include "ops/cpu/huge_pages.h"
+#include "runtime/huge_pages.h"
 
 #include <sys/mman.h>
 
@@ -6,7 +6,7 @@
 #include <cerrno>
 #include <cstdlib>
 
-namespace chorus::ops {
+namespace chorus::runtime {
 
 namespace {
 
@@ -88,4 +88,4 @@ void HugePageAdvisor::Advise(const void* data, int64_t bytes) {
 #endif
 }
 
-}  // namespace chorus::ops
+}  // namespace chorus::runtime

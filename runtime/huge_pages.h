@@ -1,4 +1,4 @@
-// File: ops/cpu/huge_pages.h
+// File: runtime/huge_pages.h
 //
 // Backs large CPU tensors with transparent huge pages before the data plane moves them.
 //
@@ -30,8 +30,8 @@
 // on small pages again and is collapsed at the next recheck.
 //
 // Thread-safety: thread-compatible (the background thread owns one).
-#ifndef CHORUS_OPS_CPU_HUGE_PAGES_H_
-#define CHORUS_OPS_CPU_HUGE_PAGES_H_
+#ifndef CHORUS_RUNTIME_HUGE_PAGES_H_
+#define CHORUS_RUNTIME_HUGE_PAGES_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -39,7 +39,7 @@
 
 #include "absl/container/flat_hash_map.h"
 
-namespace chorus::ops {
+namespace chorus::runtime {
 
 inline constexpr uintptr_t kHugePageBytes = uintptr_t{2} << 20;
 
@@ -91,6 +91,6 @@ class HugePageAdvisor {
   int64_t failures_ = 0;
 };
 
-}  // namespace chorus::ops
+}  // namespace chorus::runtime
 
-#endif  // CHORUS_OPS_CPU_HUGE_PAGES_H_
+#endif  // CHORUS_RUNTIME_HUGE_PAGES_H_
