@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <new>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -37,15 +36,100 @@ absl::StatusOr<std::vector<int64_t>> ExchangeRowCounts(ops::CollectiveBackend& b
 }
 
 Executor::Executor(const SharedConfig& config, bool huge_pages)
-    : config_(config), huge_pages_enabled_(huge_pages), huge_pages_(huge_pages) {}
+    : Executor(config, Options{huge_pages, nullptr}) {}
 
-std::byte* Executor::FusionBuffer(int64_t bytes) {
-  if (bytes > fusion_capacity_) {
+Executor::Executor(const SharedConfig& config, Options options)
+    : config_(config), options_(std::move(options)), huge_pages_(options_.huge_pages) {
+  if (!options_.allocate) {
     // Uninitialised on purpose: every byte is written before it is read. On huge pages
     // (Note [Huge pages for large tensors] in runtime/huge_pages.h).
-    fusion_buffer_ = AllocateHugePageBuffer(bytes, huge_pages_enabled_);
-    if (fusion_buffer_ == nullptr) throw std::bad_alloc();
-    fusion_capacity_ = bytes;
+    options_.allocate = [huge = options_.huge_pages](int64_t bytes) {
+      return AllocateHugePageBuffer(bytes, huge);
+    };
+  }
+}
+
+int64_t Executor::FusionBytes(const Response& response, int set_size) const {
+  const int64_t esize = static_cast<int64_t>(DataTypeSize(response.dtype));
+  const size_t n = response.names.size();
+  switch (response.type) {
+    case OpType::kAllreduce: {
+      // As Allreduce: the packed window, or a joined rank's scratch for one chunk of a tensor
+      // reduced in place.
+      const int64_t chunk_elems = std::max<int64_t>(1, config_.pipeline_chunk_bytes / esize);
+      int64_t packed_elems = 0, inplace_elems = 0;
+      for (size_t i = 0; i < n; ++i) {
+        const int64_t count = NumElements(response.shapes[i]);
+        if (count * esize < config_.inplace_min_bytes && n > 1) {
+          packed_elems += count;
+        } else {
+          inplace_elems = std::max(inplace_elems, std::min(count, chunk_elems));
+        }
+      }
+      return std::max(std::min(packed_elems, chunk_elems), inplace_elems) * esize;
+    }
+    case OpType::kAllgather: {
+      // As Allgather with several tensors: a rank's rows plus everyone's, for the largest rank.
+      if (n < 2 || set_size <= 0 ||
+          response.first_dims.size() < n * static_cast<size_t>(set_size)) {
+        return 0;
+      }
+      int64_t total = 0, largest = 0;
+      for (int r = 0; r < set_size; ++r) {
+        int64_t bytes = 0;
+        for (size_t k = 0; k < n; ++k) {
+          bytes += response.first_dims[k * set_size + r] * RowElements(response.shapes[k]) * esize;
+        }
+        total += bytes;
+        largest = std::max(largest, bytes);
+      }
+      return largest + total;
+    }
+    case OpType::kReducescatter:
+      // The prescaled copy of the input.
+      if (response.prescale_factor == 1.0 || n == 0) return 0;
+      return NumElements(response.shapes[0]) * esize;
+    default:
+      return 0;
+  }
+}
+
+absl::Status Executor::Reserve(const Response& response, ops::CollectiveBackend& backend,
+                               absl::Status* refused) {
+  // Note [Fusion buffer reservation].
+  const int64_t need = FusionBytes(response, backend.size());
+  int64_t& reserved = reserved_[response.process_set_id];
+  if (need <= reserved) return absl::OkStatus();
+  const int64_t bytes = static_cast<int64_t>(HugePageCeil(static_cast<uintptr_t>(need)));
+  bool mapped = true;
+  if (bytes > fusion_capacity_) {
+    HugePageBuffer buffer = options_.allocate(bytes);
+    mapped = buffer != nullptr;
+    if (mapped) {
+      fusion_buffer_ = std::move(buffer);
+      fusion_capacity_ = bytes;
+    }
+  }
+  // 1 + the set rank of the highest member that could not map it, else 0.
+  int64_t failed = mapped ? 0 : backend.rank() + 1;
+  CHORUS_RETURN_IF_ERROR(backend.Allreduce(&failed, &failed, 1, DataType::kInt64, ReduceOp::kMax));
+  if (failed == 0) {
+    reserved = bytes;
+    return absl::OkStatus();
+  }
+  const size_t others = response.names.size() - 1;
+  *refused = absl::ResourceExhaustedError(absl::StrCat(
+      OpTypeName(response.type), " of tensor '", response.names.at(0), "'",
+      others > 0 ? absl::StrCat(" and ", others, " more") : "", ": rank ", failed - 1,
+      " of process set ", response.process_set_id, " could not map a fusion buffer of ", bytes,
+      " bytes (out of memory); the op failed on every rank of the set"));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::byte*> Executor::FusionBuffer(int64_t bytes) {
+  if (bytes > fusion_capacity_) {
+    return absl::InternalError(absl::StrCat("the fusion buffer holds ", fusion_capacity_,
+                                            " bytes, ", bytes, " were asked for: not reserved"));
   }
   return fusion_buffer_.get();
 }
@@ -54,8 +138,13 @@ absl::Status Executor::Execute(const Response& response, const std::vector<Tenso
                                ops::CollectiveBackend& backend, std::vector<OpResult>* results,
                                std::vector<ExecutionSpan>* trace) {
   results->assign(entries.size(), OpResult());
+  absl::Status refused;
+  absl::Status status = Reserve(response, backend, &refused);
+  if (!status.ok() || !refused.ok()) {
+    for (OpResult& r : *results) r = StatusResult(status.ok() ? refused : status);
+    return status;
+  }
   trace_ = trace;
-  absl::Status status;
   switch (response.type) {
     case OpType::kAllreduce:
       status = Allreduce(response, entries, backend);
@@ -128,7 +217,7 @@ absl::Status Executor::Allreduce(const Response& response,
       const int64_t n = std::min(chunk_elems, count - off);
       if (entry == nullptr) {
         // A joined rank contributes the op's identity (zeros for a sum) and drops the result.
-        std::byte* scratch = FusionBuffer(n * esize);
+        CHORUS_ASSIGN_OR_RETURN(std::byte* scratch, FusionBuffer(n * esize));
         ops::FillIdentity(scratch, n, dtype, op);
         CHORUS_RETURN_IF_ERROR(backend.Allreduce(scratch, scratch, n, dtype, op));
       } else {
@@ -148,7 +237,8 @@ absl::Status Executor::Allreduce(const Response& response,
   if (packed_elems == 0) return absl::OkStatus();
 
   // Packed tensors, one window of chunk_elems at a time: pack -> reduce -> unpack.
-  std::byte* buffer = FusionBuffer(std::min(packed_elems, chunk_elems) * esize);
+  CHORUS_ASSIGN_OR_RETURN(std::byte* buffer,
+                          FusionBuffer(std::min(packed_elems, chunk_elems) * esize));
   size_t first = 0;        // first packed tensor overlapping the window
   int64_t first_off = 0;   // elements of packed[first] already handled
   while (first < packed.size()) {
@@ -248,7 +338,7 @@ absl::Status Executor::Allgather(const Response& response,
   int64_t total = 0;
   for (int64_t b : recv_bytes) total += b;
   const absl::Time pack_start = Now();
-  std::byte* send = FusionBuffer(recv_bytes[me] + total);
+  CHORUS_ASSIGN_OR_RETURN(std::byte* send, FusionBuffer(recv_bytes[me] + total));
   std::byte* recv = send + recv_bytes[me];
   int64_t off = 0;
   for (size_t k = 0; k < m; ++k) {
@@ -338,7 +428,7 @@ absl::Status Executor::Reducescatter(const Response& response, TensorEntry& entr
   const absl::Time start = Now();
   const void* send = in.data;
   if (response.prescale_factor != 1.0) {
-    std::byte* scaled = FusionBuffer(in.num_bytes());
+    CHORUS_ASSIGN_OR_RETURN(std::byte* scaled, FusionBuffer(in.num_bytes()));
     ops::ScaleCopy(scaled, in.data, in.num_elements(), in.dtype, response.prescale_factor);
     send = scaled;
   }

@@ -16,15 +16,31 @@
 // collectives line up. A rank that joined holds no tensor: it contributes the identity of the
 // reduction (zeros for a sum, +inf for a min, ...) in the same layout and discards the result.
 //
+// Note [Fusion buffer reservation]
+// Mapping a larger fusion buffer can fail on one rank (out of memory) while its peers already
+// wait in the response's collective. So a rank never maps one in the middle of a response:
+// before executing a response, every member of its process set computes the same bound on the
+// buffer any member may need for it (from the Response and SharedConfig alone; FusionBytes).
+// When the bound exceeds what the set has reserved so far (the same value on every member: they
+// execute the same responses of the set in the same order), every member maps a buffer of at
+// least the bound (2 MiB-rounded; only where its own is smaller) and the members agree in one
+// small allreduce over the set's backend whether all succeeded. If one could not, every member
+// fails the response's ops with ResourceExhausted naming that rank, nothing else runs, and the
+// runtime goes on (a later response that needs less runs as usual; the same one may be retried).
+// The reservation only grows, so a steady loop never agrees again; a mapping is virtual memory
+// until it is written.
+//
 // Thread-safety: thread-compatible; background-thread-only.
 #ifndef CHORUS_RUNTIME_EXECUTOR_H_
 #define CHORUS_RUNTIME_EXECUTOR_H_
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -50,11 +66,22 @@ struct ExecutionSpan {
 absl::StatusOr<std::vector<int64_t>> ExchangeRowCounts(ops::CollectiveBackend& backend,
                                                        const std::vector<int64_t>& send_rows);
 
+// Maps a fusion buffer of at least `bytes` bytes; null when out of memory.
+using FusionBufferAllocator = std::function<HugePageBuffer(int64_t bytes)>;
+
 class Executor {
  public:
-  // `huge_pages`: collapse the pages of tensors reduced in place into huge pages first
-  // (Note [Huge pages for large tensors] in runtime/huge_pages.h).
+  struct Options {
+    // Collapse the pages of tensors reduced in place into huge pages first, and map the fusion
+    // buffer on huge pages (Note [Huge pages for large tensors] in runtime/huge_pages.h).
+    bool huge_pages = false;
+    // Maps the fusion buffer. Default: AllocateHugePageBuffer(bytes, huge_pages). Tests inject
+    // failures here.
+    FusionBufferAllocator allocate;
+  };
+
   explicit Executor(const SharedConfig& config, bool huge_pages = false);
+  Executor(const SharedConfig& config, Options options);
 
   // Executes `response` (non-error, a data op: allreduce, allgather, broadcast, alltoall,
   // reducescatter or barrier) and fills results[i] for entries[i]. entries[i] is this rank's
@@ -62,7 +89,8 @@ class Executor {
   // allreduce). Returns the collective's status: a non-OK status means the backend failed and
   // the caller must treat the transport as broken; results then carry that status too. An op
   // every rank of the set agrees to refuse (an alltoall message too large for one transport
-  // call) instead returns OK with the error in its result.
+  // call, a fusion buffer some rank could not map: Note [Fusion buffer reservation]) instead
+  // returns OK with the error in its result.
   // With `trace`, appends what it did (for timelines); without, reads no clock.
   // REQUIRES: entries.size() == response.names.size(); this rank is a member of the backend.
   absl::Status Execute(const Response& response, const std::vector<TensorEntry*>& entries,
@@ -86,14 +114,25 @@ class Executor {
   void Record(ExecutionSpan::Activity activity, size_t index, absl::Time start, absl::Time end,
               int64_t chunks = 0);
 
-  // A scratch buffer of at least `bytes` bytes (contents undefined), valid until the next call.
-  std::byte* FusionBuffer(int64_t bytes);
+  // The most fusion buffer any member of a set of `set_size` ranks may use for `response`
+  // (Note [Fusion buffer reservation]); 0 when it uses none.
+  int64_t FusionBytes(const Response& response, int set_size) const;
+  // Makes the fusion buffer hold FusionBytes(response) on every member of the set, agreeing
+  // with them when the set's reservation grows. OK with `*refused` set when some member could
+  // not map it (the ops must fail); non-OK when the agreement's collective failed.
+  absl::Status Reserve(const Response& response, ops::CollectiveBackend& backend,
+                       absl::Status* refused);
+  // The fusion buffer, for at most `bytes` bytes (contents undefined).
+  // REQUIRES: `bytes` within what Reserve reserved for the response being executed.
+  absl::StatusOr<std::byte*> FusionBuffer(int64_t bytes);
 
   SharedConfig config_;
-  const bool huge_pages_enabled_;  // CHORUS_HUGE_PAGES (the advisor may still be off: old kernel)
-  HugePageAdvisor huge_pages_;
+  Options options_;
+  HugePageAdvisor huge_pages_;  // may be off although options_.huge_pages (an old kernel)
   HugePageBuffer fusion_buffer_;
   int64_t fusion_capacity_ = 0;
+  // Per process set id (never reused): the fusion-buffer bytes every member agreed it holds.
+  absl::flat_hash_map<int32_t, int64_t> reserved_;
   std::vector<ExecutionSpan>* trace_ = nullptr;  // during Execute only
 };
 
