@@ -142,8 +142,9 @@ class Definitions {
 
     CLI::Option* gloo = app_.add_flag(
         "--gloo", o->gloo,
-        "MPI-less mode: chorusrun starts the workers itself (locally, or over ssh) and they "
-        "connect over UCX. Without -H/--hostfile the hosts come from a Slurm allocation "
+        "MPI-less mode, the UCX launch (horovodrun's name for it; no Gloo is involved): "
+        "chorusrun starts the workers itself (locally, or over ssh) and they connect over UCX. "
+        "Without -H/--hostfile the hosts come from a Slurm allocation "
         "(SLURM_JOB_NODELIST, SLURM_TASKS_PER_NODE) when there is one.");
     CLI::Option* mpi = app_.add_flag("--mpi", mpi_, "Run with the MPI controller (default).");
     CLI::Option* jsrun = app_.add_flag("--jsrun", jsrun_, "Launch with jsrun (not supported).");

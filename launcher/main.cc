@@ -1,9 +1,9 @@
 // chorusrun: launches a chorus job, horovodrun-compatible: MPI mode (mpirun starts the workers)
-// or, with --gloo, the MPI-less mode (launcher/gloo_launch.h). See launcher/README.md.
+// or, with --gloo, the MPI-less mode (launcher/ucx_launch.h). See launcher/README.md.
 //
 // Exit status: 0 after --help/--version/--check-build; 2 for bad input, before anything starts;
 // otherwise mpirun's status (128 + N when it was killed by signal N), or in --gloo mode the
-// status launcher/gloo_launch.h describes.
+// status launcher/ucx_launch.h describes.
 #include <unistd.h>
 
 #include <cstdio>
@@ -19,11 +19,11 @@
 #include "launcher/check_build.h"
 #include "launcher/child_process.h"
 #include "launcher/executable_search.h"
-#include "launcher/gloo_launch.h"
 #include "launcher/job_hosts.h"
 #include "launcher/mpirun_command.h"
 #include "launcher/mpirun_output.h"
 #include "launcher/rank_layout.h"
+#include "launcher/ucx_launch.h"
 #include "launcher/worker_env.h"
 
 extern char** environ;
@@ -67,7 +67,7 @@ int Main(const std::vector<std::string>& args) {
   }
 
   const Environment launcher_env = ProcessEnvironment();
-  if (o.gloo) return RunGlooJob(o, launcher_env);
+  if (o.gloo) return RunUcxJob(o, launcher_env);
 
   absl::StatusOr<JobHosts> hosts = ResolveJobHosts(o, launcher_env, /*use_slurm=*/true);
   if (!hosts.ok()) return Fail(hosts.status());

@@ -17,7 +17,7 @@ namespace chorus::launcher {
 
 struct LaunchOptions {
   int num_proc = 0;
-  // --gloo: MPI-less mode; chorusrun starts the workers itself (launcher/gloo_launch.h).
+  // --gloo: MPI-less mode; chorusrun starts the workers itself (launcher/ucx_launch.h).
   bool gloo = false;
   std::optional<std::string> hosts;     // -H/--hosts, unparsed
   std::optional<std::string> hostfile;  // --hostfile path

@@ -1,5 +1,5 @@
-"""What the launcher's end-to-end scripts (chorusrun_e2e.py, gloo_e2e.py) share: one PASS/FAIL
-line per case, the list of failed cases, and how a finished process is described."""
+"""What the launcher's end-to-end scripts (chorusrun_e2e.py, ucx_launch_e2e.py) share: one
+PASS/FAIL line per case, the list of failed cases, and how a finished process is described."""
 
 FAILURES = []
 

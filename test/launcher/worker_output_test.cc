@@ -7,7 +7,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "launcher/gloo_launch.h"
+#include "launcher/ucx_launch.h"
 
 namespace chorus::launcher {
 namespace {

@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""End-to-end tests of chorusrun --gloo (MPI-less mode): real worker processes on this host.
+"""End-to-end tests of chorusrun --gloo (the MPI-less UCX launch; the flag is horovodrun's name,
+no Gloo is involved): real worker processes on this host.
 
 The workers are small shell commands (no chorus runtime): they print what chorusrun put in their
 environment, fail, get killed, or sleep until stopped. Hosts other than this machine are reached
@@ -7,7 +8,7 @@ through a stand-in `ssh` (written to a temporary directory put first in PATH) th
 remote command here in a session of its own, as sshd would; the unreachable-host case uses the
 real ssh.
 
-Usage: gloo_e2e.py --chorusrun PATH
+Usage: ucx_launch_e2e.py --chorusrun PATH
 Exits 0 when every case passes; prints one line per case.
 """
 import argparse
@@ -446,7 +447,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument('--chorusrun', required=True)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix='chorus_gloo_e2e_') as tmp:
+    with tempfile.TemporaryDirectory(prefix='chorus_ucx_launch_e2e_') as tmp:
         t = Env(os.path.abspath(args.chorusrun), tmp)
         test_bad_input(t)
         test_layouts(t)

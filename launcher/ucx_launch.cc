@@ -1,4 +1,4 @@
-#include "launcher/gloo_launch.h"
+#include "launcher/ucx_launch.h"
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
@@ -181,7 +181,7 @@ std::string DescribeRankExit(const RankPlacement& p, bool remote, const WorkerEx
   return text;
 }
 
-int RunGlooJob(const LaunchOptions& o, const Environment& launcher_env) {
+int RunUcxJob(const LaunchOptions& o, const Environment& launcher_env) {
   absl::StatusOr<JobHosts> hosts = ResolveJobHosts(o, launcher_env, /*use_slurm=*/true);
   if (!hosts.ok()) return Fail(kUsageError, hosts.status().message());
   absl::StatusOr<std::vector<RankPlacement>> layout = LayoutRanks(hosts->hosts, o.num_proc);

@@ -1,7 +1,8 @@
-// File: launcher/gloo_launch.h
+// File: launcher/ucx_launch.h
 //
-// chorusrun --gloo: the MPI-less launch. chorusrun starts the workers itself and serves the
-// rendezvous through which they find each other (their runtime then talks UCX):
+// chorusrun --gloo (horovodrun's name for it; no Gloo is involved): the MPI-less launch.
+// chorusrun starts the workers itself and serves the rendezvous through which they find each
+// other (their runtime then talks UCX):
 //
 //   1. hosts (launcher/job_hosts.h: -H, --hostfile, a Slurm allocation, or localhost:np) and
 //      the rank layout (launcher/rank_layout.h);
@@ -24,8 +25,8 @@
 // start failure: 1 with one such line.
 //
 // Thread-safety: call from the main thread only (see WorkerGroup).
-#ifndef CHORUS_LAUNCHER_GLOO_LAUNCH_H_
-#define CHORUS_LAUNCHER_GLOO_LAUNCH_H_
+#ifndef CHORUS_LAUNCHER_UCX_LAUNCH_H_
+#define CHORUS_LAUNCHER_UCX_LAUNCH_H_
 
 #include <string>
 
@@ -41,7 +42,7 @@ inline constexpr int kGraceSeconds = 3;
 
 // Runs the job described by `options` (options.gloo) in `launcher_env`, chorusrun's own
 // environment; returns chorusrun's exit status.
-int RunGlooJob(const LaunchOptions& options, const Environment& launcher_env);
+int RunUcxJob(const LaunchOptions& options, const Environment& launcher_env);
 
 // "rank 1 on localhost exited with code 3", "rank 1 on localhost was killed by signal 9
 // (Killed)". For a rank started over ssh (`remote`) a code of 255 or 129-192 gets a note: ssh
@@ -50,4 +51,4 @@ std::string DescribeRankExit(const RankPlacement& placement, bool remote, const 
 
 }  // namespace chorus::launcher
 
-#endif  // CHORUS_LAUNCHER_GLOO_LAUNCH_H_
+#endif  // CHORUS_LAUNCHER_UCX_LAUNCH_H_
