@@ -87,9 +87,9 @@ for t in "${TESTS[@]}"; do
   # pytest's summary per rank: "1 passed", "1 skipped", "1 failed".
   if ((rc == 124 || rc == 137)); then
     verdict=HUNG; hung=$((hung + 1))
-  elif ((rc == 0)) && grep -qE '(^|[ =])1 passed' "$log"; then
+  elif ((rc == 0)) && grep -qE '(^|[^0-9])1 passed' "$log"; then
     verdict=PASSED; passed=$((passed + 1))
-  elif ((rc == 0)) && grep -qE '(^|[ =])1 skipped' "$log"; then
+  elif ((rc == 0)) && grep -qE '(^|[^0-9])1 skipped' "$log"; then
     verdict=SKIPPED; skipped=$((skipped + 1))
   else
     verdict=FAILED; failed=$((failed + 1))
