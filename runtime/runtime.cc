@@ -288,9 +288,9 @@ absl::Status Runtime::CheckRootRank(const OpRequest& r, bool global_set) const {
     return Invalid(r, absl::StrCat("root rank ", r.root_rank, " is outside [0, ", topology_.size,
                                    ")"));
   }
+  if (registry_.Find(r.process_set_id, r.root_rank).member) return absl::OkStatus();
   const std::vector<int32_t> ranks =
       registry_.Ranks(r.process_set_id).value_or(std::vector<int32_t>{});
-  if (std::binary_search(ranks.begin(), ranks.end(), r.root_rank)) return absl::OkStatus();
   return Invalid(r, absl::StrCat("root rank ", r.root_rank, " is not in process set ",
                                  r.process_set_id, " (ranks [", absl::StrJoin(ranks, ", "), "])"));
 }
