@@ -37,6 +37,8 @@ namespace {
 
 using RequestsByRank = std::map<int32_t, Request>;
 
+const std::vector<int32_t> kNoRanks;
+
 std::string FormatDouble(double v) {
   char buf[64];
   auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v);
@@ -501,10 +503,14 @@ Response Coordinator::Validate(const Op& op) {
             [](const Request& r) { return absl::StrCat(r.root_rank); })) {
       return fail(*m);
     }
-    if (ref.root_rank < 0 || static_cast<size_t>(ref.root_rank) >= set_size) {
-      return fail(absl::StrCat("root rank ", ref.root_rank, " out of range for a process set of ",
-                               set_size, " ranks"));
+    // Requests name the root by world rank; the backends take its rank within the set.
+    const std::vector<int32_t>& ranks = members != nullptr ? *members : kNoRanks;
+    const auto root = std::lower_bound(ranks.begin(), ranks.end(), ref.root_rank);
+    if (root == ranks.end() || *root != ref.root_rank) {
+      return fail(absl::StrCat("root rank ", ref.root_rank, " is not in process set ",
+                               ref.process_set_id, " ", RanksToString(ranks)));
     }
+    response.root_rank = static_cast<int32_t>(root - ranks.begin());
   }
   const auto render_shape = [](const Request& r) { return ShapeToString(r.shape); };
   if (type == OpType::kAllgather || type == OpType::kAlltoall) {

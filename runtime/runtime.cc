@@ -211,10 +211,7 @@ absl::StatusOr<std::unique_ptr<TensorEntry>> Runtime::MakeEntry(OpRequest& r,
         shape.empty()) {
       return Invalid(r, "needs a tensor with at least one dimension, not a scalar");
     }
-    if (r.type == OpType::kBroadcast && (r.root_rank < 0 || r.root_rank >= set_size)) {
-      return Invalid(r, absl::StrCat("root rank ", r.root_rank, " is outside [0, ", set_size,
-                                     ")"));
-    }
+    if (r.type == OpType::kBroadcast) CHORUS_RETURN_IF_ERROR(CheckRootRank(r, global_set));
     if (r.type == OpType::kAlltoall) {
       if (r.splits.empty()) {
         if (shape[0] % set_size != 0) {
@@ -281,6 +278,21 @@ absl::StatusOr<std::unique_ptr<TensorEntry>> Runtime::MakeEntry(OpRequest& r,
     CHORUS_RETURN_IF_ERROR(PrepareGpuEntry(*entry));
   }
   return entry;
+}
+
+// The root is a world rank (as in Horovod) that must belong to the op's process set. The check
+// needs nothing from other ranks: ranks passing the same bad root all fail at once, none waits.
+absl::Status Runtime::CheckRootRank(const OpRequest& r, bool global_set) const {
+  if (global_set) {
+    if (r.root_rank >= 0 && r.root_rank < topology_.size) return absl::OkStatus();
+    return Invalid(r, absl::StrCat("root rank ", r.root_rank, " is outside [0, ", topology_.size,
+                                   ")"));
+  }
+  if (registry_.Find(r.process_set_id, r.root_rank).member) return absl::OkStatus();
+  const std::vector<int32_t> ranks =
+      registry_.Ranks(r.process_set_id).value_or(std::vector<int32_t>{});
+  return Invalid(r, absl::StrCat("root rank ", r.root_rank, " is not in process set ",
+                                 r.process_set_id, " (ranks [", absl::StrJoin(ranks, ", "), "])"));
 }
 
 absl::Status Runtime::PrepareGpuEntry(TensorEntry& entry) {

@@ -83,6 +83,8 @@ class Runtime {
                                                         int32_t group_size);
   // Names barrier/join/process-set ops left unnamed, identically on every rank.
   void AutoName(OpRequest& request);
+  // broadcast: the root (a world rank) exists and belongs to the op's process set.
+  absl::Status CheckRootRank(const OpRequest& request, bool global_set) const;
   // GPU tensors: the device is usable and the one this process drives; records the entry's
   // ready event on the op's stream.
   absl::Status PrepareGpuEntry(TensorEntry& entry);

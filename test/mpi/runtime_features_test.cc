@@ -186,7 +186,7 @@ TEST_CASE("process sets: add, use, remove", "[mpi][process_set]") {
     const int set_size = static_cast<int>(members.size());
     Tensor sum(DataType::kFloat64, {9});
     sum.Fill([&](int64_t i) { return SumValue(DataType::kFloat64, topo.rank, i); });
-    Tensor bcast(DataType::kInt8, {4});  // root: set rank set_size-1 (world rank size-1)
+    Tensor bcast(DataType::kInt8, {4});  // root: world rank size-1 (the set's last rank)
     bcast.Fill([&](int64_t i) { return MoveValue(DataType::kInt8, topo.rank, i); });
     Tensor gather(DataType::kInt32, {set_rank + 1});
     gather.Fill([&](int64_t i) { return MoveValue(DataType::kInt32, topo.rank, i); });
@@ -194,9 +194,16 @@ TEST_CASE("process sets: add, use, remove", "[mpi][process_set]") {
     std::vector<OpRequest> requests;
     requests.push_back(AllreduceRequest("features.pset.sum", sum));
     requests.push_back(MakeRequest(OpType::kBroadcast, "features.pset.bcast", bcast.view()));
-    requests.back().root_rank = set_size - 1;
+    requests.back().root_rank = members.back();  // a world rank, as in Horovod
     requests.push_back(MakeRequest(OpType::kAllgather, "features.pset.gather", gather.view()));
     for (OpRequest& req : requests) req.process_set_id = id;
+    // A root outside the set is refused by every member before anything is negotiated.
+    Tensor stray(DataType::kInt8, {4});
+    OpRequest outside = MakeRequest(OpType::kBroadcast, "features.pset.bcast.outside",
+                                    stray.view());
+    outside.process_set_id = id;
+    outside.root_rank = topo.size > 2 ? 1 : topo.size;  // rank 1 is outside {0, size-1}
+    ExpectRejected(std::move(outside), absl::StatusCode::kInvalidArgument);
     const std::vector<OpResult> results =
         ReleaseAll(EnqueueShuffled(std::move(requests), topo.rank, /*salt=*/201));
     for (const OpResult& r : results) {

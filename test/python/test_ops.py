@@ -4,6 +4,8 @@ Rank r's input is a deterministic function of r, so each rank rebuilds every ran
 locally and computes the expected result with plain torch.
 """
 
+import os
+import time
 import warnings
 
 import pytest
@@ -299,9 +301,24 @@ def test_reducescatter_default_average():
     assert torch.allclose(out, expected_reduce(inputs, hvd.Average)[rank:rank + 1])
 
 
-def test_barrier():
-    for _ in range(3):
+def test_barrier_waits_for_every_rank(tmp_path_factory):
+    # Every rank but 0 leaves a file behind late (after a pause), then enters the barrier;
+    # rank 0 enters at once and, once out, must find every file. A barrier that let rank 0
+    # through early would find some missing. (The ranks of these tests share one machine.)
+    rank, size = hvd.rank(), hvd.size()
+    shared = hvd.broadcast_object(str(tmp_path_factory.mktemp("barrier")) if rank == 0 else None,
+                                  root_rank=0, name="barrier.dir")
+    for round_ in range(3):
+        if rank != 0:
+            time.sleep(0.2)
+            with open(os.path.join(shared, "%d.%d" % (round_, rank)), "w"):
+                pass
         hvd.barrier()
+        if rank == 0:
+            missing = [r for r in range(1, size)
+                       if not os.path.exists(os.path.join(shared, "%d.%d" % (round_, r)))]
+            assert missing == [], "rank 0 left barrier %d before ranks %s reached it" % (
+                round_, missing)
 
 
 def test_join_returns_same_rank_everywhere():

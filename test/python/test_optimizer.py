@@ -328,3 +328,16 @@ def test_sparse_embedding_gradients(sparse_as_dense):
         for i in rows[r]:
             mean_grad[i] += 1.0 / size
     assert torch.allclose(emb.weight.detach(), start - 0.5 * mean_grad)
+
+
+def test_optimizer_unnamed_parameters_of_several_groups():
+    # Horovod names unnamed parameters allreduce.noname.<group>.<index>: unique across groups.
+    rank, size = hvd.rank(), hvd.size()
+    a = torch.nn.Parameter(torch.zeros(2, dtype=torch.float64))
+    b = torch.nn.Parameter(torch.zeros(3, dtype=torch.float64))
+    opt = hvd.DistributedOptimizer(torch.optim.SGD([{"params": [a]}, {"params": [b]}], lr=1.0))
+    ((a * (rank + 1)).sum() + (b * 2 * (rank + 1)).sum()).backward()
+    opt.step()
+    mean = (size + 1) / 2.0  # the average over ranks of rank + 1
+    assert torch.allclose(a, torch.full((2,), -mean, dtype=torch.float64))
+    assert torch.allclose(b, torch.full((3,), -2 * mean, dtype=torch.float64))

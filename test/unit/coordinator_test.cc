@@ -260,16 +260,16 @@ TEST_CASE("Broadcast root must be a rank of the set", "[coordinator]") {
   Coordinator c(3, NoStalls());
   c.RegisterProcessSet(1, {0, 2});
   Request r = Req("b", OpType::kBroadcast);
-  r.root_rank = 2;  // set rank; the set has 2 ranks
+  r.root_rank = 1;  // a world rank outside the set {0, 2}
   r.process_set_id = 1;
   c.AddRequests(0, {r}, At(0));
   c.AddRequests(2, {r}, At(0));
   ResponseList list = c.BuildResponses(At(0));
   REQUIRE(list.responses.size() == 1);
   CHECK(list.responses[0].error_message ==
-        "broadcast of tensor 'b': root rank 2 out of range for a process set of 2 ranks");
-  // A valid root passes and is carried.
-  r.root_rank = 1;
+        "broadcast of tensor 'b': root rank 1 is not in process set 1 [0, 2]");
+  // A root of the set passes; the response carries its rank within the set.
+  r.root_rank = 2;
   c.AddRequests(0, {r}, At(1));
   c.AddRequests(2, {r}, At(1));
   list = c.BuildResponses(At(1));

@@ -180,7 +180,7 @@ def allgather(array, name=None, process_set=global_process_set):
 
 
 def broadcast(array, root_rank, name=None, process_set=global_process_set):
-    """Returns a new array holding root_rank's `array` (root_rank: a rank of the process set)."""
+    """Returns a new array holding root_rank's `array` (root_rank: a world rank in the set)."""
     array = _as_array(array)
     out = np.array(array, dtype=array.dtype.newbyteorder("="), order="C", copy=True)
     spec, keep, _ = _new_op(_handles.BROADCAST, "broadcast", name, process_set, out)

@@ -46,7 +46,7 @@ typedef struct {
   int32_t reduce_op;
   double prescale_factor;
   double postscale_factor;
-  int32_t root_rank;
+  int32_t root_rank; /* broadcast: a world rank belonging to the process set */
   int32_t process_set_id;
   const int64_t* splits;
   int32_t num_splits;

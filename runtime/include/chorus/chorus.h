@@ -99,7 +99,8 @@ struct OpRequest {
   // truncated toward zero, so an integer Average is the truncated mean.
   double prescale_factor = 1.0;
   double postscale_factor = 1.0;
-  // broadcast: the root's rank within the process set.
+  // broadcast: the root's world rank (as in Horovod), which must belong to the process set;
+  // otherwise the op is refused on every rank that submits it.
   int32_t root_rank = 0;
   int32_t process_set_id = kGlobalProcessSetId;
   // alltoall: rows (first-dimension slices) sent to each rank of the process set, in rank

@@ -5,6 +5,7 @@ import pickle
 
 import torch
 
+from chorus import basics as _basics
 from chorus.process_sets import global_process_set
 from chorus.torch import mpi_ops
 from chorus.torch.optimizer import is_distributed_optimizer
@@ -63,7 +64,7 @@ def broadcast_optimizer_state(optimizer, root_rank, process_set=global_process_s
         state_dict = optimizer.state_dict()
     state = broadcast_object(state_dict, root_rank, name="optimizer_state",
                              process_set=process_set)
-    if process_set.rank() != root_rank:
+    if _basics.rank() != root_rank:
         optimizer.load_state_dict(state)
 
 
@@ -78,9 +79,12 @@ def _from_bytes(t):
 
 
 def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set):
-    """Returns root_rank's picklable `obj` on every rank of the process set."""
+    """Returns root_rank's picklable `obj` on every rank of the process set.
+
+    root_rank is a world rank (as in Horovod), which must belong to the process set.
+    """
     name = name or type(obj).__name__
-    if process_set.rank() == root_rank:
+    if _basics.rank() == root_rank:
         data = _to_bytes(obj)
         sz = torch.tensor([data.numel()], dtype=torch.int64)
     else:
@@ -90,7 +94,7 @@ def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set
     if data is None:
         data = torch.zeros(int(sz.item()), dtype=torch.uint8)
     mpi_ops.broadcast_(data, root_rank, name + ".t", process_set=process_set)
-    return obj if process_set.rank() == root_rank else _from_bytes(data)
+    return obj if _basics.rank() == root_rank else _from_bytes(data)
 
 
 def allgather_object(obj, name=None, process_set=global_process_set):

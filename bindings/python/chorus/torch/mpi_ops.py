@@ -395,8 +395,17 @@ def allgather_async(tensor, name=None, process_set=global_process_set):
                            lambda results: _output_tensor(results[0], dtype, device))
 
 
+def _own_rows(grads, dims, process_set):
+    """This rank's rows of each gathered gradient, given this rank's first dimensions."""
+    counts = grouped_allgather([torch.IntTensor([d]) for d in dims], process_set=process_set)
+    r = process_set.rank()
+    offsets = [int(c[:r].sum().item()) for c in counts]
+    return [g.narrow(0, offset, d) for g, offset, d in zip(grads, offsets, dims)]
+
+
 class HorovodAllgather(torch.autograd.Function):
-    """Differentiable allgather: the gradient is this rank's rows of the summed gradient."""
+    """Differentiable allgather: the gradient is this rank's rows of the averaged gradient
+    (Horovod's convention: the incoming gradients are averaged over the process set)."""
 
     @staticmethod
     def forward(ctx, tensor, name, process_set):
@@ -407,12 +416,8 @@ class HorovodAllgather(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_output):
-        grad_reduced = allreduce(grad_output, op=Sum, process_set=ctx.process_set)
-        dim_t = torch.IntTensor([ctx.dim])
-        dim = allgather(dim_t, process_set=ctx.process_set).view(ctx.process_set.size())
-        r = ctx.process_set.rank()
-        offset = torch.sum(dim.narrow(0, 0, r)).item() if r != 0 else 0
-        return grad_reduced.narrow(0, offset, ctx.dim), None, None
+        grad_reduced = allreduce(grad_output, op=Average, process_set=ctx.process_set)
+        return _own_rows([grad_reduced], [ctx.dim], ctx.process_set)[0], None, None
 
 
 def allgather(tensor, name=None, process_set=global_process_set):
@@ -433,8 +438,27 @@ def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
         group=True)
 
 
+class HorovodGroupedAllgather(torch.autograd.Function):
+    """Differentiable grouped allgather: each tensor's gradient as in HorovodAllgather."""
+
+    @staticmethod
+    def forward(ctx, name, process_set, *tensors):
+        ctx.dims = [t.shape[0] if t.dim() > 0 else 1 for t in tensors]
+        ctx.process_set = process_set
+        return tuple(synchronize(grouped_allgather_async(list(tensors), name, process_set)))
+
+    @staticmethod
+    def backward(ctx, *grad_output):
+        grad_reduced = grouped_allreduce(list(grad_output), op=Average,
+                                         process_set=ctx.process_set)
+        return (None, None, *_own_rows(grad_reduced, ctx.dims, ctx.process_set))
+
+
 def grouped_allgather(tensors, name=None, process_set=global_process_set):
-    return synchronize(grouped_allgather_async(tensors, name, process_set))
+    """Allgathers a list of tensors as one unit; returns a list (differentiable)."""
+    if not tensors:
+        raise ValueError("grouped_allgather needs at least one tensor")
+    return list(HorovodGroupedAllgather.apply(name, process_set, *tensors))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -459,7 +483,8 @@ def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set
 
 
 class HorovodBroadcast(torch.autograd.Function):
-    """Differentiable broadcast: the root gets the summed gradient, other ranks zeros."""
+    """Differentiable broadcast: the root gets the gradient averaged over the process set,
+    other ranks zeros (Horovod's convention)."""
 
     @staticmethod
     def forward(ctx, tensor, root_rank, name, process_set):
@@ -470,8 +495,8 @@ class HorovodBroadcast(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_output):
-        grad_reduced = allreduce(grad_output, op=Sum, process_set=ctx.process_set)
-        if ctx.process_set.rank() != ctx.root_rank:
+        grad_reduced = allreduce(grad_output, op=Average, process_set=ctx.process_set)
+        if _basics.rank() != ctx.root_rank:
             grad_reduced *= 0
         return grad_reduced, None, None, None
 
@@ -595,37 +620,61 @@ def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=glob
         group=True)
 
 
-def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=Average,
-                          process_set=global_process_set, prescale_factor=1.0,
-                          postscale_factor=1.0):
-    """Reducescatters a list of tensors as one unit (not differentiable yet)."""
-    compressed = [compression.compress(t) for t in tensors]
-    outs = synchronize(grouped_reducescatter_async([c[0] for c in compressed], name, op,
-                                                   process_set, prescale_factor,
-                                                   postscale_factor))
-    return [compression.decompress(o, c[1]) for o, c in zip(outs, compressed)]
+def _reducescatter_grad_scale(op, process_set, prescale_factor, postscale_factor):
+    """What Horovod multiplies the output gradient by before allgathering it: the process
+    set's size for Sum (1 for Average), times the pre- and postscale factors."""
+    scale = process_set.size() if op == Sum else 1
+    return scale * prescale_factor * postscale_factor
 
 
 class HorovodReducescatter(torch.autograd.Function):
-    """Differentiable reducescatter: the gradient is the allgather of the output gradient."""
+    """Differentiable reducescatter: the gradient is the allgather of the output gradient,
+    scaled as Horovod scales it (_reducescatter_grad_scale)."""
 
     @staticmethod
     def forward(ctx, tensor, name, op, process_set, prescale_factor, postscale_factor):
-        ctx.op = op
         ctx.process_set = process_set
-        ctx.scale = prescale_factor * postscale_factor
+        ctx.scale = _reducescatter_grad_scale(op, process_set, prescale_factor,
+                                              postscale_factor)
         handle = reducescatter_async(tensor, name, op, process_set, prescale_factor,
                                      postscale_factor)
         return synchronize(handle)
 
     @staticmethod
     def backward(ctx, grad_output):
-        grad = allgather(grad_output, process_set=ctx.process_set)
-        if ctx.op == Average:
-            grad = grad / ctx.process_set.size()
-        if ctx.scale != 1.0:
-            grad = grad * ctx.scale
-        return grad, None, None, None, None, None
+        grad = grad_output * ctx.scale if ctx.scale != 1 else grad_output
+        return allgather(grad, process_set=ctx.process_set), None, None, None, None, None
+
+
+class HorovodGroupedReducescatter(torch.autograd.Function):
+    """Differentiable grouped reducescatter: each tensor's gradient as in
+    HorovodReducescatter, gathered as one grouped allgather."""
+
+    @staticmethod
+    def forward(ctx, name, op, process_set, prescale_factor, postscale_factor, *tensors):
+        ctx.process_set = process_set
+        ctx.scale = _reducescatter_grad_scale(op, process_set, prescale_factor,
+                                              postscale_factor)
+        return tuple(synchronize(grouped_reducescatter_async(
+            list(tensors), name, op, process_set, prescale_factor, postscale_factor)))
+
+    @staticmethod
+    def backward(ctx, *grad_output):
+        grads = [g * ctx.scale if ctx.scale != 1 else g for g in grad_output]
+        return (None, None, None, None, None,
+                *grouped_allgather(grads, process_set=ctx.process_set))
+
+
+def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=Average,
+                          process_set=global_process_set, prescale_factor=1.0,
+                          postscale_factor=1.0):
+    """Reducescatters a list of tensors as one unit; returns a list (differentiable)."""
+    if not tensors:
+        raise ValueError("grouped_reducescatter needs at least one tensor")
+    compressed = [compression.compress(t) for t in tensors]
+    outs = HorovodGroupedReducescatter.apply(name, op, process_set, prescale_factor,
+                                             postscale_factor, *[c[0] for c in compressed])
+    return [compression.decompress(o, c[1]) for o, c in zip(outs, compressed)]
 
 
 def reducescatter(tensor, name=None, compression=Compression.none, op=Average,

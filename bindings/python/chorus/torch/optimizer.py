@@ -26,9 +26,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if named_parameters is not None:
             named_parameters = list(named_parameters)
         else:
-            named_parameters = [("allreduce.noname.%s" % i, v)
-                                for param_group in self.param_groups
-                                for i, v in enumerate(param_group["params"])]
+            # Unique across parameter groups, as Horovod names them.
+            named_parameters = [("allreduce.noname.%d.%d" % (i, j), v)
+                                for i, param_group in enumerate(self.param_groups)
+                                for j, v in enumerate(param_group["params"])]
         if any(not isinstance(p, tuple) for p in named_parameters):
             raise ValueError("named_parameters should be a sequence of tuples (name, "
                              "parameter), usually produced by model.named_parameters().")
