@@ -14,61 +14,6 @@
 #include "runtime/wire_codec.h"
 
 namespace chorus::runtime {
-namespace {
-
-// Note [Cache bit vector]
-// Each cycle every rank contributes one vector of 1 + 3W words (W = ceil(capacity / 64)):
-//   word 0          flags, complemented, so that the AND over ranks yields their OR;
-//   words 1..W      bit b set: "I have the cached tensor at bit b pending" (or: it belongs to a
-//                   process set I am not in); the AND says "ready on every rank";
-//   words W+1..2W   bit b set: "entry b must be erased" (a request under that name changed, or
-//                   it waited too long), complemented, so the AND yields the OR;
-//   words 2W+1..3W  bit b set: "I have the cached tensor at bit b pending" (mine only),
-//                   complemented: the OR says which cached tensors some rank holds.
-// After the cycle some rank still has ops pending exactly when one has ops that are not cache
-// hits (kFlagUncachedPending), a cache entry was erased (its holders renegotiate), or a cached
-// tensor is held somewhere but not ready everywhere. Ranks with nothing pending then wake at
-// the cycle time to take part in the next cycles; otherwise only for local work (or the idle
-// cycle time). Reading "some rank has ops pending" before this cycle's execution instead would
-// count the tensors this very cycle completes: every rank would run an empty cycle after each
-// step and meet the next step's burst out of step.
-constexpr uint64_t kFlagUncached = 1;         // this rank has requests for the coordinator
-constexpr uint64_t kFlagShutdown = 2;         // this rank is shutting down
-constexpr uint64_t kFlagUncachedPending = 4;  // this rank has pending ops that are not cache hits
-constexpr uint64_t kFlagStallRound = 8;       // rank 0 wants a round to time out stalled ops
-constexpr uint64_t kFlagGpuFailed = 16;       // this rank's GPU data plane failed: all ranks stop
-
-// A burst of submissions is over when nothing new arrived for this long.
-constexpr absl::Duration kBurstQuiet = absl::Microseconds(50);
-// How long an idle loop woken by new work waits at most for the burst to end (when the cycle
-// time is shorter). A submitter that blocks on one of its ops ends the wait at once (Hurry),
-// one that pauses ends it after kBurstQuiet or so, so the limit only binds for a dense stream
-// of submissions that neither blocks nor pauses: a whole step of small gradients, say, which
-// is best taken in one cycle. With a wait of one cycle time (1 ms by default) such a step is
-// cut into two or three cycles, each with its negotiation, collective and wake-ups.
-constexpr absl::Duration kBurstMaxWait = absl::Milliseconds(5);
-
-int Words(int32_t capacity) { return (capacity + 63) / 64; }
-
-void SetBit(std::vector<uint64_t>& words, size_t base, int32_t bit) {
-  words[base + bit / 64] |= uint64_t{1} << (bit % 64);
-}
-
-// Calls f(bit) for every set bit of words[base .. base+count), ascending.
-template <typename F>
-void ForEachBit(const std::vector<uint64_t>& words, size_t base, int count, F f) {
-  for (int w = 0; w < count; ++w) {
-    uint64_t word = words[base + w];
-    while (word != 0) {
-      int b = __builtin_ctzll(word);
-      word &= word - 1;
-      f(static_cast<int32_t>(w * 64 + b));
-    }
-  }
-}
-
-}  // namespace
-
 BackgroundLoop::BackgroundLoop(Config config, std::unique_ptr<Controller> controller,
                                SubmissionQueue* queue, EntryPool* entry_pool,
                                ProcessSetRegistry* registry, HandleTable* handles,
@@ -82,7 +27,9 @@ BackgroundLoop::BackgroundLoop(Config config, std::unique_ptr<Controller> contro
       registry_(registry),
       handles_(handles),
       timeline_(timeline),
-      gpu_platform_(std::move(gpu_platform)) {}
+      gpu_platform_(std::move(gpu_platform)),
+      stall_policy_(StallPolicyFor(config_)),
+      tracer_(timeline) {}
 
 BackgroundLoop::~BackgroundLoop() {
   if (thread_.joinable()) thread_.join();
@@ -200,7 +147,7 @@ absl::Status BackgroundLoop::Handshake(const std::vector<std::vector<int32_t>>& 
       problem, "chorus init failed: another rank cannot create its timeline file (see its error)"));
 
   cache_ = std::make_unique<ResponseCache>(shared_.cache_capacity);
-  foreign_bits_.assign(Words(shared_.cache_capacity), 0);
+  bits_ = CacheBitVector(shared_.cache_capacity);
   executor_ = std::make_unique<Executor>(shared_, config_.huge_pages);
   if (topology_.rank == 0) {
     Coordinator::Options options;
@@ -276,6 +223,11 @@ absl::Status BackgroundLoop::AddProcessSet(int32_t id, std::vector<int32_t> rank
   return absl::OkStatus();
 }
 
+ops::CollectiveBackend* BackgroundLoop::Backend(int32_t id) const {
+  auto it = process_sets_.find(id);
+  return it == process_sets_.end() ? nullptr : it->second.backend.get();
+}
+
 int BackgroundLoop::SetSize(int32_t id) const {
   auto it = process_sets_.find(id);
   return it == process_sets_.end() ? 1 : static_cast<int>(it->second.ranks.size());
@@ -286,9 +238,7 @@ void BackgroundLoop::TakeNewEntries(absl::Time now, std::vector<int32_t>* invali
     TensorEntry* entry = owned.get();
     // Stamped at submission only when a timeline is configured (Runtime::MakeEntry).
     if (entry->enqueued_at == absl::Time()) entry->enqueued_at = now;
-    if (timeline_->active()) {
-      timeline_->RequestKnown(entry->request.name, topology_.rank, entry->enqueued_at);
-    }
+    tracer_.RequestKnown(entry->request.name, topology_.rank, entry->enqueued_at);
     if (entry->request.type == OpType::kJoin) {
       if (local_join_ != nullptr) {
         completed_results_.push_back(StatusResult(absl::InvalidArgumentError(absl::StrCat(
@@ -335,115 +285,109 @@ void BackgroundLoop::Uncache(TensorEntry* entry) {
 absl::Status BackgroundLoop::RunCycle(bool* stop) {
   const absl::Time cycle_start = absl::Now();
   timeline_->BeginCycle(counters_.cycles.fetch_add(1, std::memory_order_relaxed), cycle_start);
+
+  // 1. Take new submissions; expire cache waits; rank 0 reports stalls.
   std::vector<int32_t> invalid_bits;
   TakeNewEntries(cycle_start, &invalid_bits);
-  const bool shutting_down = queue_->closed();
+  ExpireCacheWaits(cycle_start, &invalid_bits);
+  const bool stall_round = ReportStalls(cycle_start);
 
-  // Cached entries that waited too long go through the coordinator, which can name the
-  // missing ranks (the cache path cannot).
-  if (!config_.stall_check_disabled) {
-    // Early enough that the coordinator can still warn and time out close to the configured
-    // times (it counts from when it first sees the request).
-    absl::Duration limit = config_.stall_warning_time;
-    if (config_.stall_shutdown_time > absl::ZeroDuration()) {
-      limit = std::min(limit, config_.stall_shutdown_time);
-    }
-    limit /= 2;
-    for (const auto& [bit, entry] : by_bit_) {
-      if (cycle_start - entry->enqueued_at > limit) {
-        invalid_bits.push_back(bit);
-      }
-    }
+  // 2. Exchange the cache bit vector; take the cached responses ready on every rank.
+  CHORUS_RETURN_IF_ERROR(ExchangeBits(invalid_bits, stall_round));
+  std::vector<const Response*> ready = TakeCacheHits();
+
+  // 3. Negotiate the uncached requests with the coordinator, if any rank has some.
+  ResponseList negotiated;
+  if (bits_.any(CacheBitVector::kUncached | CacheBitVector::kStallRound)) {
+    counters_.negotiation_rounds.fetch_add(1, std::memory_order_relaxed);
+    CHORUS_RETURN_IF_ERROR(Negotiate(&negotiated));
   }
-  bool stall_round = false;
-  // Rank 0 looks for stalls a few times per stall period (at most once a second).
-  absl::Duration check_every = std::min(absl::Seconds(1), config_.stall_warning_time / 4);
-  if (config_.stall_shutdown_time > absl::ZeroDuration()) {
-    check_every = std::min(check_every, config_.stall_shutdown_time / 4);
-  }
-  if (coordinator_ && cycle_start - last_stall_check_ >= check_every) {
-    last_stall_check_ = cycle_start;
-    for (const StallReport& report : coordinator_->CheckStalls(cycle_start)) {
-      CHORUS_LOG(WARNING) << "stalled " << OpTypeName(report.type) << " of tensor '"
-                          << report.name << "' (process set " << report.process_set_id
-                          << "): waited " << absl::FormatDuration(report.waited)
-                          << "; submitted by ranks [" << absl::StrJoin(report.submitted_ranks, ", ")
-                          << "], missing ranks [" << absl::StrJoin(report.missing_ranks, ", ")
-                          << "]";
-    }
-    stall_round = config_.stall_shutdown_time > absl::ZeroDuration() && coordinator_->HasPending();
+  const std::vector<std::optional<Request>> locals = LocalRequests(negotiated);
+
+  // 4. Plan fusion over both lists; execute each response; complete its entries.
+  CHORUS_RETURN_IF_ERROR(PlanAndExecute(std::move(ready), negotiated));
+
+  // 5. Put the newly negotiated responses into the cache.
+  UpdateCache(negotiated, locals);
+  FlushCompletions();  // e.g. a second join refused while taking new entries
+  timeline_->EndCycle();
+  if (bits_.any(CacheBitVector::kShutdown)) {
+    *stop = true;
+    return absl::OkStatus();
   }
 
-  // Note [Cache bit vector].
-  const int w = Words(cache_->capacity());
-  std::vector<uint64_t> bits(1 + 3 * w, 0);
-  uint64_t flags = 0;
-  if (!unsent_.empty()) flags |= kFlagUncached;
-  if (shutting_down) flags |= kFlagShutdown;
-  if (pending_.size() > by_bit_.size()) flags |= kFlagUncachedPending;
-  if (stall_round) flags |= kFlagStallRound;
+  // 6. Sleep until the next cycle.
+  WaitForNextCycle(config_, cycle_start, !pending_.empty(), bits_.pending_after(), queue_);
+  return absl::OkStatus();
+}
+
+void BackgroundLoop::ExpireCacheWaits(absl::Time now, std::vector<int32_t>* invalid_bits) {
+  if (!stall_policy_.enabled) return;
+  for (const auto& [bit, entry] : by_bit_) {
+    if (now - entry->enqueued_at > stall_policy_.cache_wait_limit) invalid_bits->push_back(bit);
+  }
+}
+
+bool BackgroundLoop::ReportStalls(absl::Time now) {
+  if (!coordinator_ || now - last_stall_check_ < stall_policy_.check_every) return false;
+  last_stall_check_ = now;
+  for (const StallReport& report : coordinator_->CheckStalls(now)) {
+    CHORUS_LOG(WARNING) << DescribeStall(report);
+  }
+  return stall_policy_.shutdown_rounds && coordinator_->HasPending();
+}
+
+absl::Status BackgroundLoop::ExchangeBits(const std::vector<int32_t>& invalid_bits,
+                                          bool stall_round) {
   // A GPU failure is found by the completion thread at any time; it stops every rank in the
   // same cycle, so no rank is left waiting in a collective for one that has stopped.
   const absl::Status gpu_failure = gpu_ != nullptr ? gpu_->failure() : absl::OkStatus();
-  if (!gpu_failure.ok()) flags |= kFlagGpuFailed;
-  bits[0] = ~flags;
-  for (const auto& [bit, entry] : by_bit_) {
-    SetBit(bits, 1, bit);
-    SetBit(bits, 1 + 2 * w, bit);
-  }
-  for (int i = 0; i < w; ++i) bits[1 + i] |= foreign_bits_[i];
-  for (int32_t bit : invalid_bits) SetBit(bits, 1 + w, bit);
-  for (int i = w; i < 3 * w; ++i) bits[1 + i] = ~bits[1 + i];
-  CHORUS_RETURN_IF_ERROR(controller_->AllreduceBitAnd(absl::MakeSpan(bits)));
-  const uint64_t global = ~bits[0];
-  for (int i = w; i < 3 * w; ++i) bits[1 + i] = ~bits[1 + i];
-  // Whether some rank will still have ops pending after this cycle (Note [Cache bit vector]).
-  bool pending_after = (global & kFlagUncachedPending) != 0;
-  for (int i = 0; i < w && !pending_after; ++i) {
-    pending_after = bits[1 + w + i] != 0 || (bits[1 + 2 * w + i] & ~bits[1 + i]) != 0;
-  }
-  if ((global & kFlagGpuFailed) != 0) {
+  uint64_t flags = 0;
+  if (!unsent_.empty()) flags |= CacheBitVector::kUncached;
+  if (queue_->closed()) flags |= CacheBitVector::kShutdown;
+  if (pending_.size() > by_bit_.size()) flags |= CacheBitVector::kUncachedPending;
+  if (stall_round) flags |= CacheBitVector::kStallRound;
+  if (!gpu_failure.ok()) flags |= CacheBitVector::kGpuFailed;
+  bits_.Begin(flags);
+  for (const auto& [bit, entry] : by_bit_) bits_.Hold(bit);
+  for (int32_t bit : invalid_bits) bits_.Invalidate(bit);
+  CHORUS_RETURN_IF_ERROR(controller_->AllreduceBitAnd(bits_.Pack()));
+  bits_.Unpack();
+  if (bits_.any(CacheBitVector::kGpuFailed)) {
     if (!gpu_failure.ok()) return gpu_failure;
     return absl::UnavailableError(
         "the GPU data plane of another rank failed (its log says why); chorus stopped");
   }
-
   // Erase invalidated entries everywhere; their local waiters renegotiate.
-  ForEachBit(bits, 1 + w, w, [&](int32_t bit) {
+  bits_.ForEachInvalid([&](int32_t bit) {
     cache_->Erase(bit);
-    foreign_bits_[bit / 64] &= ~(uint64_t{1} << (bit % 64));
     auto it = by_bit_.find(bit);
     if (it != by_bit_.end()) Uncache(it->second);
-    bits[1 + bit / 64] &= ~(uint64_t{1} << (bit % 64));
   });
-  // Cached tensors ready on every rank, in bit order (read in place: the cache does not change
-  // before the plan is made).
+  return absl::OkStatus();
+}
+
+std::vector<const Response*> BackgroundLoop::TakeCacheHits() {
+  // In bit order, read in place: the cache does not change before the plan is made.
   std::vector<const Response*> ready;
-  const absl::Time bits_done = timeline_->active() ? absl::Now() : absl::InfinitePast();
-  ForEachBit(bits, 1, w, [&](int32_t bit) {
+  const absl::Time now = tracer_.Now();
+  bits_.ForEachReady([&](int32_t bit) {
     if (!cache_->Contains(bit)) return;
     cache_->Touch(bit);
     ready.push_back(&cache_->Get(bit));
     counters_.cache_hits.fetch_add(1, std::memory_order_relaxed);
     auto it = by_bit_.find(bit);
-    if (it != by_bit_.end()) {
-      TensorEntry* entry = it->second;
-      if (timeline_->active()) {
-        timeline_->Negotiated(entry->request.name, entry->request.type, bits_done, true);
-        entry->ready_at = bits_done;
-      }
-      entry->cache_bit = -1;
-      by_bit_.erase(it);
-    }
+    if (it == by_bit_.end()) return;  // a tensor of a set this rank is not in
+    TensorEntry* entry = it->second;
+    tracer_.Negotiated(*entry, now, /*cached=*/true);
+    entry->cache_bit = -1;
+    by_bit_.erase(it);
   });
+  return ready;
+}
 
-  ResponseList negotiated;
-  if ((global & (kFlagUncached | kFlagStallRound)) != 0) {
-    counters_.negotiation_rounds.fetch_add(1, std::memory_order_relaxed);
-    CHORUS_RETURN_IF_ERROR(Negotiate(&negotiated));
-  }
-
-  // This rank's requests for the negotiated single-tensor responses, for the cache.
+std::vector<std::optional<Request>> BackgroundLoop::LocalRequests(
+    const ResponseList& negotiated) const {
   std::vector<std::optional<Request>> locals(negotiated.responses.size());
   for (size_t i = 0; i < negotiated.responses.size(); ++i) {
     const Response& r = negotiated.responses[i];
@@ -451,46 +395,26 @@ absl::Status BackgroundLoop::RunCycle(bool* stop) {
     auto it = pending_.find(r.names[0]);
     if (it != pending_.end()) locals[i] = it->second->request;
   }
+  return locals;
+}
 
+absl::Status BackgroundLoop::PlanAndExecute(std::vector<const Response*> ready,
+                                            const ResponseList& negotiated) {
   std::vector<const Response*> all = std::move(ready);
   for (const Response& r : negotiated.responses) all.push_back(&r);
   const size_t planned = PlanFusionInto(all, shared_.fusion_threshold_bytes,
                                         [this](int32_t id) { return SetSize(id); }, &plan_);
   for (size_t p = 0; p < planned; ++p) {
     const Response& response = plan_[p];
-    const bool tracing = timeline_->active();
-    const absl::Time started = tracing ? absl::Now() : absl::InfinitePast();
-    if (tracing) TraceStart(response);
-    absl::Status status = ExecuteResponse(response);
-    const absl::Time executed = tracing ? absl::Now() : absl::InfinitePast();
-    if (tracing) TraceExecuted(response, started);
+    tracer_.Start(response, [this](const std::string& name) -> const TensorEntry* {
+      auto it = pending_.find(name);
+      return it == pending_.end() ? nullptr : it->second.get();
+    });
+    const absl::Status status = ExecuteResponse(response);
+    tracer_.Executed(response, Backend(response.process_set_id));
     FlushCompletions();
-    if (tracing) TraceCompleted(response, executed, absl::Now());
+    tracer_.Completed(response);
     CHORUS_RETURN_IF_ERROR(status);
-  }
-  UpdateCache(negotiated, locals);
-  FlushCompletions();  // e.g. a second join refused while taking new entries
-  timeline_->EndCycle();
-
-  if ((global & kFlagShutdown) != 0) {
-    *stop = true;
-    return absl::OkStatus();
-  }
-  // While this rank waits on ops, the cycle time is a batching window for local submissions:
-  // the next cycle starts once they pause (kBurstQuiet) or the window ends. Sleeping out the
-  // whole window would leave ops idle that became ready everywhere meanwhile (a burst the
-  // ranks submit out of step is negotiated in several cycles); a next cycle whose peers are
-  // not there yet waits for them in the bit vector's allreduce, without spinning.
-  // With nothing pending here, new local work starts the next cycle at once; otherwise wake
-  // after the cycle time if some rank still has ops pending, or the idle time if none has.
-  const absl::Duration left = cycle_start + config_.cycle_time - absl::Now();
-  if (!pending_.empty()) {
-    if (left > absl::ZeroDuration()) queue_->WaitForQuiet(kBurstQuiet, left);
-  } else {
-    const bool woke = queue_->WaitForWork(
-        pending_after ? std::max(left, absl::ZeroDuration()) : config_.idle_cycle_time);
-    // Take a burst of submissions (a whole model's gradients, say) in one cycle.
-    if (woke) queue_->WaitForQuiet(kBurstQuiet, std::max(config_.cycle_time, kBurstMaxWait));
   }
   return absl::OkStatus();
 }
@@ -517,9 +441,9 @@ absl::Status BackgroundLoop::Negotiate(ResponseList* out) {
         malformed = true;
         break;
       }
-      if (timeline_->active() && r != 0) {
+      if (tracer_.active() && r != 0) {
         for (const Request& request : list->requests) {
-          timeline_->RequestKnown(request.name, static_cast<int32_t>(r), now);
+          tracer_.RequestKnown(request.name, static_cast<int32_t>(r), now);
         }
       }
       coordinator_->AddRequests(static_cast<int32_t>(r), list->requests, now);
@@ -534,14 +458,12 @@ absl::Status BackgroundLoop::Negotiate(ResponseList* out) {
     return absl::InternalError(
         "rank 0 received a malformed negotiation message (mixed chorus builds?); chorus stopped");
   }
-  if (timeline_->active()) {
+  if (tracer_.active()) {
     const absl::Time ready = absl::Now();
     for (const Response& response : out->responses) {
       for (const std::string& name : response.names) {
         auto it = pending_.find(name);
-        if (it == pending_.end()) continue;
-        timeline_->Negotiated(name, it->second->request.type, ready, false);
-        it->second->ready_at = ready;
+        if (it != pending_.end()) tracer_.Negotiated(*it->second, ready, /*cached=*/false);
       }
     }
   }
@@ -576,7 +498,7 @@ absl::Status BackgroundLoop::ExecuteResponse(const Response& response) {
       // now left the join; a cache hit under the same name would never meet them. The join
       // response sits at one point of the global order, so every rank clears its cache here.
       cache_->Clear();
-      std::fill(foreign_bits_.begin(), foreign_bits_.end(), 0);
+      bits_.ClearForeign();
       UncacheAll();
       return absl::OkStatus();
     }
@@ -628,7 +550,7 @@ absl::Status BackgroundLoop::ExecuteResponse(const Response& response) {
   if (response.device != kCpuDevice) return LaunchOnGpu(response, set->second, entries);
   std::vector<OpResult> results;
   absl::Status status = executor_->Execute(response, entries, *set->second.backend, &results,
-                                           timeline_->active() ? &execution_spans_ : nullptr);
+                                           tracer_.spans());
   // The executor leaves pending_ alone, so `found` is still valid; a response names a tensor
   // once (an entry is either cached or sent to the coordinator, never both), so no iterator
   // is taken twice.
@@ -738,11 +660,7 @@ void BackgroundLoop::UpdateCache(const ResponseList& negotiated,
     }
     const Request* local = locals[i].has_value() ? &*locals[i] : nullptr;
     const int32_t bit = cache_->Put(r, local);
-    uint64_t& word = foreign_bits_[bit / 64];
-    const uint64_t mask = uint64_t{1} << (bit % 64);
-    auto set = process_sets_.find(r.process_set_id);
-    const bool member = set != process_sets_.end() && set->second.backend != nullptr;
-    word = member ? (word & ~mask) : (word | mask);
+    bits_.SetForeign(bit, Backend(r.process_set_id) == nullptr);
   }
   // A Put may have evicted (or reused the bit of) an entry a local op waits on.
   std::vector<TensorEntry*> stale;
@@ -752,71 +670,6 @@ void BackgroundLoop::UpdateCache(const ResponseList& negotiated,
     }
   }
   for (TensorEntry* entry : stale) Uncache(entry);
-}
-
-void BackgroundLoop::TraceStart(const Response& response) {
-  traced_.assign(response.names.size(), TracedTensor());
-  execution_spans_.clear();
-  const int64_t batch_id = timeline_->NextBatchId();
-  for (size_t i = 0; i < response.names.size(); ++i) {
-    auto it = pending_.find(response.names[i]);
-    if (it == pending_.end()) continue;
-    const TensorEntry& entry = *it->second;
-    TracedTensor& t = traced_[i];
-    t.row = timeline_->Row(response.names[i]);
-    t.ready_at = entry.ready_at;
-    t.args.dtype = entry.request.dtype;
-    t.args.shape.assign(entry.request.shape.begin(), entry.request.shape.end());
-    t.args.bytes = NumElements(entry.request.shape) *
-                   static_cast<int64_t>(DataTypeSize(entry.request.dtype));
-    t.args.batch_id = batch_id;
-    t.args.batch_size = static_cast<int32_t>(response.names.size());
-    t.args.process_set = response.process_set_id;
-  }
-}
-
-void BackgroundLoop::TraceExecuted(const Response& response, absl::Time started) {
-  for (TracedTensor& t : traced_) {
-    if (t.row < 0) continue;
-    if (t.ready_at == absl::InfinitePast()) t.ready_at = started;
-    timeline_->Span(t.row, "QUEUE", t.ready_at, started);
-  }
-  if (execution_spans_.empty()) return;
-  auto set = process_sets_.find(response.process_set_id);
-  const char* collective = timeline::Timeline::CollectiveLabel(
-      set != process_sets_.end() && set->second.backend != nullptr ? set->second.backend->name()
-                                                                   : "UNKNOWN",
-      response.type);
-  for (const ExecutionSpan& span : execution_spans_) {
-    const int32_t row = traced_[span.index].row;
-    if (row < 0) continue;
-    switch (span.activity) {
-      case ExecutionSpan::Activity::kMemcpyIn:
-        timeline_->Span(row, "MEMCPY_IN_FUSION_BUFFER", span.start, span.end);
-        break;
-      case ExecutionSpan::Activity::kCollective:
-        if (span.chunks > 0) {
-          timeline_->Span(row, collective, span.start, span.end,
-                          timeline::ChunkArgs{span.chunks});
-        } else {
-          timeline_->Span(row, collective, span.start, span.end);
-        }
-        break;
-      case ExecutionSpan::Activity::kMemcpyOut:
-        timeline_->Span(row, "MEMCPY_OUT_FUSION_BUFFER", span.start, span.end);
-        break;
-    }
-  }
-}
-
-void BackgroundLoop::TraceCompleted(const Response& response, absl::Time executed,
-                                    absl::Time done) {
-  for (TracedTensor& t : traced_) {
-    if (t.row < 0) continue;
-    timeline_->Span(t.row, "CALLBACK", executed, done);
-    timeline_->Span(t.row, timeline::Timeline::OpLabel(response.type), t.ready_at, done,
-                    std::move(t.args));
-  }
 }
 
 }  // namespace chorus::runtime

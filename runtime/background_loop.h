@@ -10,26 +10,25 @@
 // planner and shared config, and executes it in that order. So collectives on every
 // communicator are issued in the same order everywhere and cannot deadlock or pair up wrongly.
 //
-// One cycle (RunCycle), on every rank:
-//   1. Drain the submission queue; look each new request up in the response cache.
-//   2. One AllreduceBitAnd of [flags | cache-ready bits | cache-invalid bits | cache-held bits]
-//      (Note [Cache bit vector] in background_loop.cc). Invalidated entries are erased
-//      everywhere; tensors whose bit is set on every rank are ready without any coordinator
-//      involvement; every rank learns whether some rank will still have ops pending after
+// One cycle (RunCycle), on every rank; each step is one function of a screen or so:
+//   1. Take: drain the submission queue and look each new request up in the response cache
+//      (TakeNewEntries); send cached entries that waited too long to the coordinator instead
+//      (ExpireCacheWaits); rank 0 logs stalled ops (ReportStalls; the stall policy is in
+//      runtime/cycle_policy.h).
+//   2. Exchange bits: one AllreduceBitAnd of the cache bit vector (ExchangeBits; Note [Cache
+//      bit vector] in runtime/cache_bit_vector.h). Invalidated entries are erased everywhere;
+//      tensors whose bit is set on every rank are ready without any coordinator involvement
+//      (TakeCacheHits); every rank learns whether some rank will still have ops pending after
 //      this cycle.
-//   3. Only if some rank has uncached requests (or rank 0 must report stalls): every rank
-//      sends its new requests to rank 0 (GatherToRoot); the Coordinator builds the response
-//      list; rank 0 broadcasts it (BroadcastFromRoot).
-//   4. Plan fusion; execute each response; complete each entry's callback.
-//   5. Put the newly negotiated responses into the cache (same order on every rank).
-//   4'. A response on GPU tensors is only launched (runtime/gpu/gpu_data_plane.h): its entries
-//      leave pending_ and complete later on the GPU completion thread.
-//   6. Sleep: out the cycle time while this rank has ops pending (batching); otherwise until
-//      local work arrives (at most the cycle time if some rank still has ops pending after this
-//      cycle, else the idle cycle time), then until the burst of submissions pauses
-//      (SubmissionQueue::WaitForQuiet) or a thread starts to wait on an incomplete op
-//      (SubmissionQueue::Hurry), at most 5 ms or the cycle time if longer (kBurstMaxWait in
-//      background_loop.cc).
+//   3. Negotiate: only if some rank has uncached requests (or rank 0 must time out stalled
+//      ops), every rank sends its new requests to rank 0 (GatherToRoot); the Coordinator
+//      builds the response list; rank 0 broadcasts it (BroadcastFromRoot).
+//   4. Plan and execute: fuse the cached and negotiated responses; execute each; complete
+//      each entry's callback (PlanAndExecute). A response on GPU tensors is only launched
+//      (runtime/gpu/gpu_data_plane.h): its entries leave pending_ and complete later on the
+//      GPU completion thread.
+//   5. Update the cache with the newly negotiated responses (same order on every rank).
+//   6. Sleep until the next cycle (WaitForNextCycle in runtime/cycle_policy.h).
 // A shutdown request on any rank travels in the flags; every rank then stops after that cycle
 // and fails what is still pending with Aborted. A transport failure stops the loop and fails
 // everything pending (and every later Enqueue) with the transport's status.
@@ -52,10 +51,13 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "runtime/cache_bit_vector.h"
 #include "runtime/config.h"
 #include "runtime/controller.h"
 #include "runtime/entry_pool.h"
 #include "runtime/coordinator.h"
+#include "runtime/cycle_policy.h"
+#include "runtime/cycle_tracer.h"
 #include "runtime/executor.h"
 #include "runtime/gpu/gpu_data_plane.h"
 #include "ops/gpu_platform.h"
@@ -114,9 +116,25 @@ class BackgroundLoop {
   // One cycle; sets *stop when the loop must end. A non-OK status is fatal.
   absl::Status RunCycle(bool* stop);
 
-  // Moves queued entries into pending_, classifying each by the cache; appends the bits of
-  // changed cache entries to *invalid_bits. Entries not stamped at submission get `now`.
+  // Step 1. Moves queued entries into pending_, classifying each by the cache; appends the bits
+  // of changed cache entries to *invalid_bits. Entries not stamped at submission get `now`.
   void TakeNewEntries(absl::Time now, std::vector<int32_t>* invalid_bits);
+  // Step 1. Appends the bits of cached entries pending longer than the stall policy allows.
+  void ExpireCacheWaits(absl::Time now, std::vector<int32_t>* invalid_bits);
+  // Step 1, rank 0. Logs stalled ops (a few times per stall period); true when this cycle must
+  // negotiate so that the coordinator can time stalled ops out.
+  bool ReportStalls(absl::Time now);
+  // Step 2. ANDs the bit vector with every rank's and erases the invalidated cache entries.
+  // An error when some rank's GPU data plane failed.
+  absl::Status ExchangeBits(const std::vector<int32_t>& invalid_bits, bool stall_round);
+  // Step 2. The cached responses ready on every rank, in bit order; their entries stop waiting
+  // on the cache. The pointers are into the cache, valid until UpdateCache.
+  std::vector<const Response*> TakeCacheHits();
+  // Step 3. `locals[i]`: this rank's request for negotiated.responses[i] if it holds that single
+  // tensor (what UpdateCache keeps for later lookups).
+  std::vector<std::optional<Request>> LocalRequests(const ResponseList& negotiated) const;
+  // Step 4. Fuses `ready` then `negotiated` and executes the plan in order.
+  absl::Status PlanAndExecute(std::vector<const Response*> ready, const ResponseList& negotiated);
   // The entry no longer waits on the cache: it will be sent to the coordinator.
   void Uncache(TensorEntry* entry);
   void UncacheAll();
@@ -147,15 +165,12 @@ class BackgroundLoop {
   // Runs the queued completions: forgets the names, runs callbacks, completes the handles.
   void FlushCompletions();
   void FailAllPending(const absl::Status& status);
-  // Timeline records of one executed response (only while the timeline is active): before it
-  // runs, after the collective, and after its completions.
-  void TraceStart(const Response& response);
-  void TraceExecuted(const Response& response, absl::Time started);
-  void TraceCompleted(const Response& response, absl::Time executed, absl::Time done);
-  // `locals[i]`: this rank's request for negotiated.responses[i], if it held the tensor.
+  // Step 5. `locals` as from LocalRequests.
   void UpdateCache(const ResponseList& negotiated,
                    const std::vector<std::optional<Request>>& locals);
   int SetSize(int32_t id) const;
+  // This rank's backend for the process set (null: unknown set, or not a member).
+  ops::CollectiveBackend* Backend(int32_t id) const;
 
   Config config_;
   SharedConfig shared_;
@@ -185,23 +200,16 @@ class BackgroundLoop {
   std::vector<Response> plan_;
   std::vector<int32_t> joined_ranks_;      // as last broadcast by the coordinator
   TensorEntry* local_join_ = nullptr;      // this rank's pending join, if any (in pending_)
-  std::vector<uint64_t> foreign_bits_;     // cache bits of tensors of sets this rank is not in
+  CacheBitVector bits_{0};                 // sized by the handshake (shared cache capacity)
   absl::flat_hash_map<int32_t, TensorEntry*> by_bit_;  // pending entries waiting on the cache
+  const StallPolicy stall_policy_;
   absl::Time last_stall_check_ = absl::InfinitePast();
   Counters counters_;
   // Completions of the current response, flushed together (one lock per table, not per op).
   std::vector<std::unique_ptr<TensorEntry>> completed_;
   std::vector<OpResult> completed_results_;
   std::vector<std::pair<Handle, OpResult>> completed_handles_;
-  // Timeline scratch for the response being executed: the traced tensors by name index (row
-  // -1: not held here) and what the executor did.
-  struct TracedTensor {
-    int32_t row = -1;
-    absl::Time ready_at;
-    timeline::OpArgs args;
-  };
-  std::vector<TracedTensor> traced_;
-  std::vector<ExecutionSpan> execution_spans_;
+  CycleTracer tracer_;
 };
 
 }  // namespace chorus::runtime

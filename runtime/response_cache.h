@@ -3,7 +3,7 @@
 // The response cache: the steady-state fast path of negotiation. Every rank holds an identical
 // cache of single-tensor Responses, each at a bit position; a cycle's readiness is then one
 // bitwise-AND allreduce of "which cached tensors I have pending" instead of a gather of
-// requests (see Note [Cache bit vector] in runtime/background_loop.cc).
+// requests (see Note [Cache bit vector] in runtime/cache_bit_vector.h).
 //
 // Consistency: every rank calls Put, Touch and Erase with the same arguments in the same order
 // (they are driven only by the globally ordered response list and the allreduced bit vector),

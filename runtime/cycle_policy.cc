@@ -1,0 +1,43 @@
+#include "runtime/cycle_policy.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace chorus::runtime {
+
+StallPolicy StallPolicyFor(const Config& config) {
+  StallPolicy policy;
+  policy.enabled = !config.stall_check_disabled;
+  const bool shutdown = config.stall_shutdown_time > absl::ZeroDuration();
+  absl::Duration limit = config.stall_warning_time;
+  if (shutdown) limit = std::min(limit, config.stall_shutdown_time);
+  policy.cache_wait_limit = limit / 2;
+  policy.check_every = std::min(absl::Seconds(1), config.stall_warning_time / 4);
+  if (shutdown) policy.check_every = std::min(policy.check_every, config.stall_shutdown_time / 4);
+  policy.shutdown_rounds = shutdown;
+  return policy;
+}
+
+std::string DescribeStall(const StallReport& report) {
+  return absl::StrCat("stalled ", OpTypeName(report.type), " of tensor '", report.name,
+                      "' (process set ", report.process_set_id, "): waited ",
+                      absl::FormatDuration(report.waited), "; submitted by ranks [",
+                      absl::StrJoin(report.submitted_ranks, ", "), "], missing ranks [",
+                      absl::StrJoin(report.missing_ranks, ", "), "]");
+}
+
+void WaitForNextCycle(const Config& config, absl::Time cycle_start, bool pending_here,
+                      bool pending_after, SubmissionQueue* queue) {
+  const absl::Duration left = cycle_start + config.cycle_time - absl::Now();
+  if (pending_here) {
+    if (left > absl::ZeroDuration()) queue->WaitForQuiet(kBurstQuiet, left);
+    return;
+  }
+  const bool woke = queue->WaitForWork(pending_after ? std::max(left, absl::ZeroDuration())
+                                                     : config.idle_cycle_time);
+  if (woke) queue->WaitForQuiet(kBurstQuiet, std::max(config.cycle_time, kBurstMaxWait));
+}
+
+}  // namespace chorus::runtime

@@ -1,0 +1,58 @@
+#include "runtime/cycle_policy.h"
+
+#include <string>
+
+#include <catch2/catch.hpp>
+
+namespace chorus::runtime {
+namespace {
+
+Config WithStallTimes(absl::Duration warning, absl::Duration shutdown) {
+  Config config;
+  config.stall_warning_time = warning;
+  config.stall_shutdown_time = shutdown;
+  return config;
+}
+
+TEST_CASE("Cache waits expire at half the smaller stall time", "[cycle_policy]") {
+  const StallPolicy warn_only =
+      StallPolicyFor(WithStallTimes(absl::Seconds(60), absl::ZeroDuration()));
+  CHECK(warn_only.enabled);
+  CHECK(warn_only.cache_wait_limit == absl::Seconds(30));
+  CHECK(warn_only.check_every == absl::Seconds(1));
+  CHECK_FALSE(warn_only.shutdown_rounds);
+
+  const StallPolicy both = StallPolicyFor(WithStallTimes(absl::Seconds(60), absl::Seconds(2)));
+  CHECK(both.cache_wait_limit == absl::Seconds(1));
+  CHECK(both.check_every == absl::Milliseconds(500));
+  CHECK(both.shutdown_rounds);
+
+  const StallPolicy short_warning =
+      StallPolicyFor(WithStallTimes(absl::Milliseconds(400), absl::ZeroDuration()));
+  CHECK(short_warning.check_every == absl::Milliseconds(100));
+}
+
+TEST_CASE("Disabling the stall check disables the policy", "[cycle_policy]") {
+  Config config = WithStallTimes(absl::Seconds(60), absl::Seconds(10));
+  config.stall_check_disabled = true;
+  CHECK_FALSE(StallPolicyFor(config).enabled);
+}
+
+TEST_CASE("A stall report names the op, the wait and both rank lists", "[cycle_policy]") {
+  StallReport report;
+  report.name = "grad.fc1";
+  report.type = OpType::kAllreduce;
+  report.process_set_id = 2;
+  report.submitted_ranks = {0, 2};
+  report.missing_ranks = {1, 3};
+  report.waited = absl::Seconds(61);
+  const std::string line = DescribeStall(report);
+  CHECK(line.find("'grad.fc1'") != std::string::npos);
+  CHECK(line.find("process set 2") != std::string::npos);
+  CHECK(line.find("waited 1m1s") != std::string::npos);
+  CHECK(line.find("submitted by ranks [0, 2]") != std::string::npos);
+  CHECK(line.find("missing ranks [1, 3]") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace chorus::runtime
