@@ -11,6 +11,7 @@
 #include "base/status_macros.h"
 #include "base/timer_slack.h"
 #include "runtime/fusion_planner.h"
+#include "runtime/process_set_ranks.h"
 #include "runtime/wire_codec.h"
 
 namespace chorus::runtime {
@@ -116,15 +117,8 @@ absl::Status BackgroundLoop::Handshake(const std::vector<std::vector<int32_t>>& 
                            topology_.rank, " has ", my_sets);
   }
   for (size_t i = 0; i < process_sets.size() && problem.empty(); ++i) {
-    const std::vector<int32_t>& ranks = process_sets[i];
-    bool ok = !ranks.empty() && std::is_sorted(ranks.begin(), ranks.end()) &&
-              std::adjacent_find(ranks.begin(), ranks.end()) == ranks.end() &&
-              ranks.front() >= 0 && ranks.back() < topology_.size;
-    if (!ok) {
-      problem = absl::StrCat("process set ", i + 1, " [", absl::StrJoin(ranks, ", "),
-                             "] must be non-empty, ascending, unique world ranks below ",
-                             topology_.size);
-    }
+    absl::Status valid = CheckProcessSetRanks(process_sets[i], topology_.size);
+    if (!valid.ok()) problem = absl::StrCat("process set ", i + 1, ": ", valid.message());
   }
   CHORUS_RETURN_IF_ERROR(
       AgreeNoProblem(problem, "chorus init failed on another rank (see its error)"));

@@ -30,7 +30,9 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
+#include "base/status_macros.h"
 #include "chorus/types.h"
+#include "runtime/process_set_ranks.h"
 
 namespace chorus::runtime {
 namespace {
@@ -66,10 +68,11 @@ bool IsGlobalOp(OpType type) {
   return type == OpType::kAddProcessSet || type == OpType::kRemoveProcessSet;
 }
 
-// "mismatched <field>: rank 0 <v>, rank 1 <v>" when key(request) differs between ranks.
+// InvalidArgument "mismatched <field>: rank 0 <v>, rank 1 <v>" when key(request) differs
+// between ranks.
 template <typename Key, typename Render>
-std::optional<std::string> Mismatch(const RequestsByRank& requests, absl::string_view field,
-                                    Key key, Render render) {
+absl::Status CheckAgree(const RequestsByRank& requests, absl::string_view field, Key key,
+                        Render render) {
   const auto ref = key(requests.begin()->second);
   bool same = true;
   for (const auto& [rank, request] : requests) {
@@ -78,14 +81,14 @@ std::optional<std::string> Mismatch(const RequestsByRank& requests, absl::string
       break;
     }
   }
-  if (same) return std::nullopt;
+  if (same) return absl::OkStatus();
   std::string message = absl::StrCat("mismatched ", field, ": ");
   bool first = true;
   for (const auto& [rank, request] : requests) {
     absl::StrAppend(&message, first ? "" : ", ", "rank ", rank, " ", render(request));
     first = false;
   }
-  return message;
+  return absl::InvalidArgumentError(message);
 }
 
 // Dimensions that must agree for allgather and alltoall: the rank and all but the first.
@@ -95,6 +98,131 @@ std::vector<int64_t> TrailingShapeKey(const Request& r) {
   key.push_back(static_cast<int64_t>(r.shape.size()));
   if (!r.shape.empty()) key.insert(key.end(), r.shape.begin() + 1, r.shape.end());
   return key;
+}
+
+absl::Status CheckSameOpType(const RequestsByRank& requests) {
+  return CheckAgree(
+      requests, "op type", [](const Request& r) { return r.type; },
+      [](const Request& r) { return std::string(OpTypeName(r.type)); });
+}
+
+absl::Status CheckSameProcessSet(const RequestsByRank& requests) {
+  return CheckAgree(
+      requests, "process set", [](const Request& r) { return r.process_set_id; },
+      [](const Request& r) { return absl::StrCat(r.process_set_id); });
+}
+
+// What the tensors of a collective must agree on besides their shape: dtype, device kind and
+// group.
+absl::Status CheckTensorsAgree(const RequestsByRank& requests) {
+  CHORUS_RETURN_IF_ERROR(CheckAgree(
+      requests, "dtype", [](const Request& r) { return r.dtype; },
+      [](const Request& r) { return std::string(DataTypeName(r.dtype)); }));
+  // CPU against GPU must agree; GPU ordinals may differ (each rank drives its own GPU).
+  CHORUS_RETURN_IF_ERROR(CheckAgree(
+      requests, "device", [](const Request& r) { return r.device == kCpuDevice; },
+      [](const Request& r) { return DeviceName(r.device); }));
+  return CheckAgree(
+      requests, "group", [](const Request& r) { return std::make_pair(r.group_key, r.group_size); },
+      [](const Request& r) {
+        return absl::StrCat("'", r.group_key, "' (size ", r.group_size, ")");
+      });
+}
+
+// How values are combined and scaled: the reduce op (allreduce, reducescatter), the wire dtype
+// and the pre- and postscale factors.
+absl::Status CheckArithmeticAgrees(OpType type, const RequestsByRank& requests) {
+  if (type == OpType::kAllreduce || type == OpType::kReducescatter) {
+    CHORUS_RETURN_IF_ERROR(CheckAgree(
+        requests, "reduce op", [](const Request& r) { return r.reduce_op; },
+        [](const Request& r) { return std::string(ReduceOpName(r.reduce_op)); }));
+  }
+  CHORUS_RETURN_IF_ERROR(CheckAgree(
+      requests, "wire dtype", [](const Request& r) { return r.wire_dtype; },
+      [](const Request& r) {
+        return r.wire_dtype < 0 ? std::string("none")
+                                : std::string(DataTypeName(static_cast<DataType>(r.wire_dtype)));
+      }));
+  CHORUS_RETURN_IF_ERROR(CheckAgree(
+      requests, "prescale factor", [](const Request& r) { return r.prescale_factor; },
+      [](const Request& r) { return FormatDouble(r.prescale_factor); }));
+  return CheckAgree(
+      requests, "postscale factor", [](const Request& r) { return r.postscale_factor; },
+      [](const Request& r) { return FormatDouble(r.postscale_factor); });
+}
+
+// broadcast: every rank names the same root, a member of the set (`members`). Requests name
+// the root by world rank; the backends take its rank within the set, set in `response`.
+absl::Status TranslateBroadcastRoot(const RequestsByRank& requests,
+                                    const std::vector<int32_t>& members, Response* response) {
+  CHORUS_RETURN_IF_ERROR(CheckAgree(
+      requests, "root rank", [](const Request& r) { return r.root_rank; },
+      [](const Request& r) { return absl::StrCat(r.root_rank); }));
+  const Request& ref = requests.begin()->second;
+  const auto root = std::lower_bound(members.begin(), members.end(), ref.root_rank);
+  if (root == members.end() || *root != ref.root_rank) {
+    return absl::InvalidArgumentError(absl::StrCat("root rank ", ref.root_rank,
+                                                   " is not in process set ", ref.process_set_id,
+                                                   " ", RanksToString(members)));
+  }
+  response->root_rank = static_cast<int32_t>(root - members.begin());
+  return absl::OkStatus();
+}
+
+// Allgather and alltoall concatenate along the first dimension: all dimensions but the first
+// must agree, and there must be a first. Every other op needs one shape on every rank.
+absl::Status CheckShapesAgree(OpType type, const RequestsByRank& requests) {
+  const auto render_shape = [](const Request& r) { return ShapeToString(r.shape); };
+  if (type != OpType::kAllgather && type != OpType::kAlltoall) {
+    return CheckAgree(
+        requests, "shape", [](const Request& r) { return r.shape; }, render_shape);
+  }
+  CHORUS_RETURN_IF_ERROR(CheckAgree(requests, "shape (all dimensions but the first must agree)",
+                                    TrailingShapeKey, render_shape));
+  if (requests.begin()->second.shape.empty()) {
+    return absl::InvalidArgumentError(
+        "a scalar (0-d tensor) has no first dimension to concatenate");
+  }
+  return absl::OkStatus();
+}
+
+// One rank's alltoall splits for a first dimension of `rows` in a set of `set_size` ranks:
+// one non-negative count per rank summing to `rows`, or none for an even split.
+bool AreValidSplits(const std::vector<int64_t>& splits, int64_t rows, size_t set_size) {
+  if (splits.empty()) return set_size > 0 && rows % static_cast<int64_t>(set_size) == 0;
+  bool ok = splits.size() == set_size;
+  int64_t sum = 0;
+  for (int64_t s : splits) {
+    ok = ok && s >= 0;
+    sum += s;
+  }
+  return ok && sum == rows;
+}
+
+// alltoall: every rank's splits are valid (AreValidSplits); the error names each rank's that
+// are not. REQUIRES: the tensors have a first dimension.
+absl::Status CheckAlltoallSplits(const RequestsByRank& requests, size_t set_size) {
+  std::string bad;
+  for (const auto& [rank, r] : requests) {
+    const int64_t rows = r.shape[0];
+    if (AreValidSplits(r.splits, rows, set_size)) continue;
+    absl::StrAppend(&bad, bad.empty() ? "" : ", ", "rank ", rank, " splits ",
+                    SplitsToString(r.splits), " for first dimension ", rows);
+  }
+  if (bad.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("invalid splits (need one non-negative count per rank of the ", set_size,
+                   "-rank set summing to the first dimension, or none for an even split): ", bad));
+}
+
+// allgather: the first dimension of each member's tensor, in member order. REQUIRES: every
+// member has a request with a non-scalar shape.
+std::vector<int64_t> FirstDims(const RequestsByRank& requests,
+                               const std::vector<int32_t>& members) {
+  std::vector<int64_t> first_dims;
+  first_dims.reserve(members.size());
+  for (int32_t r : members) first_dims.push_back(requests.at(r).shape[0]);
+  return first_dims;
 }
 
 // The fields every response for `request`'s op carries; names = {name}.
@@ -379,188 +507,85 @@ void Coordinator::ApplyProcessSetChange(Response* response) {
 }
 
 Response Coordinator::Validate(const Op& op) {
-  const RequestsByRank& requests = op.requests;
-  const Request& ref = requests.begin()->second;
+  const Request& ref = op.requests.begin()->second;
   Response response = BaseResponse(ref, op.name);
-  const std::string prefix = Prefix(ref.type, op.name);
-  auto fail = [&](absl::string_view message) {
-    response.error_code = absl::StatusCode::kInvalidArgument;
-    response.error_message = absl::StrCat(prefix, message);
-    return response;
-  };
-
-  if (auto m = Mismatch(
-          requests, "op type", [](const Request& r) { return r.type; },
-          [](const Request& r) { return std::string(OpTypeName(r.type)); })) {
-    return fail(*m);
-  }
-  const OpType type = ref.type;
-  const std::vector<int32_t>* members = MembersOf(op);
-  if (type != OpType::kAllreduce && members != nullptr) {
-    std::vector<int32_t> joined_members;
-    for (int32_t r : *members) {
-      if (IsJoined(r)) joined_members.push_back(r);
-    }
-    if (!joined_members.empty()) {
-      return fail(absl::StrCat("not supported while ranks ", RanksToString(joined_members),
-                               " have joined (only allreduce runs with joined ranks)"));
-    }
-  }
-
-  if (type == OpType::kAddProcessSet) {
-    response.process_set_id = kGlobalProcessSetId;
-    if (auto m = Mismatch(
-            requests, "process set ranks", [](const Request& r) { return r.process_set_ranks; },
-            [](const Request& r) { return RanksToString(r.process_set_ranks); })) {
-      return fail(*m);
-    }
-    const std::vector<int32_t>& ranks = ref.process_set_ranks;
-    bool valid = !ranks.empty();
-    for (size_t i = 0; valid && i < ranks.size(); ++i) {
-      valid = ranks[i] >= 0 && ranks[i] < world_size_ && (i == 0 || ranks[i - 1] < ranks[i]);
-    }
-    if (!valid) {
-      return fail(absl::StrCat("invalid process set ranks ", RanksToString(ranks),
-                               ": need a non-empty, ascending list of unique ranks in [0, ",
-                               world_size_, ")"));
-    }
-    response.process_set_ranks = ranks;
-    return response;
-  }
-  if (type == OpType::kRemoveProcessSet) {
-    response.process_set_id = kGlobalProcessSetId;
-    if (auto m = Mismatch(
-            requests, "process set", [](const Request& r) { return r.process_set_id; },
-            [](const Request& r) { return absl::StrCat(r.process_set_id); })) {
-      return fail(*m);
-    }
-    if (ref.process_set_id == kGlobalProcessSetId) {
-      return fail("the global process set 0 cannot be removed");
-    }
-    if (ProcessSetRanks(ref.process_set_id) == nullptr) {
-      return fail(absl::StrCat("unknown process set ", ref.process_set_id));
-    }
-    response.new_process_set_id = ref.process_set_id;
-    return response;
-  }
-
-  if (auto m = Mismatch(
-          requests, "process set", [](const Request& r) { return r.process_set_id; },
-          [](const Request& r) { return absl::StrCat(r.process_set_id); })) {
-    return fail(*m);
-  }
-  if (type == OpType::kBarrier) return response;
-
-  if (auto m = Mismatch(
-          requests, "dtype", [](const Request& r) { return r.dtype; },
-          [](const Request& r) { return std::string(DataTypeName(r.dtype)); })) {
-    return fail(*m);
-  }
-  // CPU against GPU must agree; GPU ordinals may differ (each rank drives its own GPU).
-  if (auto m = Mismatch(
-          requests, "device", [](const Request& r) { return r.device == kCpuDevice; },
-          [](const Request& r) { return DeviceName(r.device); })) {
-    return fail(*m);
-  }
-  if (auto m = Mismatch(
-          requests, "group",
-          [](const Request& r) { return std::make_pair(r.group_key, r.group_size); },
-          [](const Request& r) {
-            return absl::StrCat("'", r.group_key, "' (size ", r.group_size, ")");
-          })) {
-    return fail(*m);
-  }
-  if (type == OpType::kAllreduce || type == OpType::kReducescatter) {
-    if (auto m = Mismatch(
-            requests, "reduce op", [](const Request& r) { return r.reduce_op; },
-            [](const Request& r) { return std::string(ReduceOpName(r.reduce_op)); })) {
-      return fail(*m);
-    }
-  }
-  if (auto m = Mismatch(
-          requests, "wire dtype", [](const Request& r) { return r.wire_dtype; },
-          [](const Request& r) {
-            return r.wire_dtype < 0
-                       ? std::string("none")
-                       : std::string(DataTypeName(static_cast<DataType>(r.wire_dtype)));
-          })) {
-    return fail(*m);
-  }
-  if (auto m = Mismatch(
-          requests, "prescale factor", [](const Request& r) { return r.prescale_factor; },
-          [](const Request& r) { return FormatDouble(r.prescale_factor); })) {
-    return fail(*m);
-  }
-  if (auto m = Mismatch(
-          requests, "postscale factor", [](const Request& r) { return r.postscale_factor; },
-          [](const Request& r) { return FormatDouble(r.postscale_factor); })) {
-    return fail(*m);
-  }
-  const size_t set_size = members != nullptr ? members->size() : 0;
-  if (type == OpType::kBroadcast) {
-    if (auto m = Mismatch(
-            requests, "root rank", [](const Request& r) { return r.root_rank; },
-            [](const Request& r) { return absl::StrCat(r.root_rank); })) {
-      return fail(*m);
-    }
-    // Requests name the root by world rank; the backends take its rank within the set.
-    const std::vector<int32_t>& ranks = members != nullptr ? *members : kNoRanks;
-    const auto root = std::lower_bound(ranks.begin(), ranks.end(), ref.root_rank);
-    if (root == ranks.end() || *root != ref.root_rank) {
-      return fail(absl::StrCat("root rank ", ref.root_rank, " is not in process set ",
-                               ref.process_set_id, " ", RanksToString(ranks)));
-    }
-    response.root_rank = static_cast<int32_t>(root - ranks.begin());
-  }
-  const auto render_shape = [](const Request& r) { return ShapeToString(r.shape); };
-  if (type == OpType::kAllgather || type == OpType::kAlltoall) {
-    if (auto m = Mismatch(requests, "shape (all dimensions but the first must agree)",
-                          TrailingShapeKey, render_shape)) {
-      return fail(*m);
-    }
-    if (ref.shape.empty()) {
-      return fail("a scalar (0-d tensor) has no first dimension to concatenate");
-    }
-  } else {
-    if (auto m = Mismatch(
-            requests, "shape", [](const Request& r) { return r.shape; }, render_shape)) {
-      return fail(*m);
-    }
-  }
-  if (type == OpType::kAlltoall) {
-    std::string bad;
-    for (const auto& [rank, r] : requests) {
-      const int64_t rows = r.shape[0];
-      bool ok;
-      if (r.splits.empty()) {
-        ok = set_size > 0 && rows % static_cast<int64_t>(set_size) == 0;
-      } else {
-        ok = r.splits.size() == set_size;
-        int64_t sum = 0;
-        for (int64_t s : r.splits) {
-          ok = ok && s >= 0;
-          sum += s;
-        }
-        ok = ok && sum == rows;
-      }
-      if (!ok) {
-        absl::StrAppend(&bad, bad.empty() ? "" : ", ", "rank ", rank, " splits ",
-                        SplitsToString(r.splits), " for first dimension ", rows);
-      }
-    }
-    if (!bad.empty()) {
-      return fail(absl::StrCat("invalid splits (need one non-negative count per rank of the ",
-                               set_size, "-rank set summing to the first dimension, or none ",
-                               "for an even split): ", bad));
-    }
-  }
-
-  response.shapes = {ref.shape};
-  if (type == OpType::kAllgather && members != nullptr) {
-    response.first_dims.reserve(members->size());
-    for (int32_t r : *members) response.first_dims.push_back(requests.at(r).shape[0]);
+  const absl::Status valid = ValidateRequests(op, &response);
+  if (!valid.ok()) {
+    response.error_code = valid.code();
+    response.error_message = absl::StrCat(Prefix(ref.type, op.name), valid.message());
   }
   return response;
+}
+
+absl::Status Coordinator::ValidateRequests(const Op& op, Response* response) const {
+  CHORUS_RETURN_IF_ERROR(CheckSameOpType(op.requests));
+  // From here on every request has the type op.type.
+  CHORUS_RETURN_IF_ERROR(CheckNoMemberJoined(op));
+  if (op.type == OpType::kAddProcessSet) return ValidateAddProcessSet(op, response);
+  if (op.type == OpType::kRemoveProcessSet) {
+    return ValidateRemoveProcessSet(op, response);
+  }
+  return ValidateCollective(op, response);
+}
+
+absl::Status Coordinator::CheckNoMemberJoined(const Op& op) const {
+  const std::vector<int32_t>* members = MembersOf(op);
+  if (op.type == OpType::kAllreduce || members == nullptr) return absl::OkStatus();
+  std::vector<int32_t> joined_members;
+  for (int32_t r : *members) {
+    if (IsJoined(r)) joined_members.push_back(r);
+  }
+  if (joined_members.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("not supported while ranks ", RanksToString(joined_members),
+                   " have joined (only allreduce runs with joined ranks)"));
+}
+
+absl::Status Coordinator::ValidateAddProcessSet(const Op& op, Response* response) const {
+  const RequestsByRank& requests = op.requests;
+  response->process_set_id = kGlobalProcessSetId;
+  CHORUS_RETURN_IF_ERROR(CheckAgree(
+      requests, "process set ranks", [](const Request& r) { return r.process_set_ranks; },
+      [](const Request& r) { return RanksToString(r.process_set_ranks); }));
+  const std::vector<int32_t>& ranks = requests.begin()->second.process_set_ranks;
+  CHORUS_RETURN_IF_ERROR(CheckProcessSetRanks(ranks, world_size_));
+  response->process_set_ranks = ranks;
+  return absl::OkStatus();
+}
+
+absl::Status Coordinator::ValidateRemoveProcessSet(const Op& op, Response* response) const {
+  const RequestsByRank& requests = op.requests;
+  response->process_set_id = kGlobalProcessSetId;
+  CHORUS_RETURN_IF_ERROR(CheckSameProcessSet(requests));
+  const int32_t id = requests.begin()->second.process_set_id;
+  if (id == kGlobalProcessSetId) {
+    return absl::InvalidArgumentError("the global process set 0 cannot be removed");
+  }
+  if (ProcessSetRanks(id) == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown process set ", id));
+  }
+  response->new_process_set_id = id;
+  return absl::OkStatus();
+}
+
+absl::Status Coordinator::ValidateCollective(const Op& op, Response* response) const {
+  const RequestsByRank& requests = op.requests;
+  CHORUS_RETURN_IF_ERROR(CheckSameProcessSet(requests));
+  if (op.type == OpType::kBarrier) return absl::OkStatus();
+  CHORUS_RETURN_IF_ERROR(CheckTensorsAgree(requests));
+  CHORUS_RETURN_IF_ERROR(CheckArithmeticAgrees(op.type, requests));
+  const std::vector<int32_t>* set = MembersOf(op);
+  const std::vector<int32_t>& members = set != nullptr ? *set : kNoRanks;
+  if (op.type == OpType::kBroadcast) {
+    CHORUS_RETURN_IF_ERROR(TranslateBroadcastRoot(requests, members, response));
+  }
+  CHORUS_RETURN_IF_ERROR(CheckShapesAgree(op.type, requests));
+  if (op.type == OpType::kAlltoall) {
+    CHORUS_RETURN_IF_ERROR(CheckAlltoallSplits(requests, members.size()));
+  }
+  response->shapes = {requests.begin()->second.shape};
+  if (op.type == OpType::kAllgather) response->first_dims = FirstDims(requests, members);
+  return absl::OkStatus();
 }
 
 void Coordinator::Fail(const std::string& name, const absl::Status& status,

@@ -35,6 +35,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 
 #include "runtime/message.h"
@@ -117,7 +118,25 @@ class Coordinator {
   bool IsReady(const Op& op) const;
   // Validates a ready op, queues its response (or holds it for its group) and forgets it.
   void MakeReady(const std::string& name);
+  // The response of a ready op: its requests validated against each other and this table
+  // (ValidateRequests), or an InvalidArgument error response naming the tensor and the problem.
   Response Validate(const Op& op);
+  // Checks, in order: one op type; no member of the set has joined (unless allreduce); then the
+  // rules of the op's kind. Fills the fields of `response` they decide (the new set's ranks,
+  // the set to remove, the root within the set, shapes). The error carries no tensor prefix.
+  absl::Status ValidateRequests(const Op& op, Response* response) const;
+  // Only allreduce runs while members of its set have joined (they contribute zeros).
+  absl::Status CheckNoMemberJoined(const Op& op) const;
+  // add_process_set: every rank names the same ranks, and they make a valid set
+  // (CheckProcessSetRanks); `response` carries them, on the global set.
+  absl::Status ValidateAddProcessSet(const Op& op, Response* response) const;
+  // remove_process_set: every rank names the same set, a known one other than the global set;
+  // `response` names it in new_process_set_id.
+  absl::Status ValidateRemoveProcessSet(const Op& op, Response* response) const;
+  // barrier and the data ops: one process set; for data ops also dtype, device kind, group,
+  // reduce op, wire dtype, scale factors, broadcast root (translated to its rank within the
+  // set), shapes and alltoall splits agree or are valid. Fills shapes and allgather first_dims.
+  absl::Status ValidateCollective(const Op& op, Response* response) const;
   void ApplyProcessSetChange(Response* response);
   void EmitGroup(std::string key);  // by value: members holding the key are forgotten
   // Queues an error response for `name` and forgets the op; a grouped op fails its whole

@@ -2,13 +2,14 @@
 
 #include <unistd.h>
 
-#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+
 #include "base/logging.h"
 #include "base/status_macros.h"
+#include "runtime/process_set_ranks.h"
 
 namespace chorus::runtime {
 namespace {
@@ -50,6 +51,126 @@ absl::Status ValidateTensor(const OpRequest& r, const TensorView& t, const char*
     return Invalid(r, absl::StrCat(which, " has an invalid device ", t.device));
   }
   return absl::OkStatus();
+}
+
+bool Reduces(OpType type) { return type == OpType::kAllreduce || type == OpType::kReducescatter; }
+
+// allreduce, reducescatter: a known reduce op other than Adasum, on a reducible dtype.
+absl::Status CheckReduceOp(const OpRequest& r) {
+  if (!Reduces(r.type)) return absl::OkStatus();
+  if (!IsValidReduceOp(static_cast<int32_t>(r.reduce_op))) {
+    return Invalid(r, absl::StrCat("unknown reduce op ", static_cast<int32_t>(r.reduce_op)));
+  }
+  if (r.reduce_op == ReduceOp::kAdasum) {
+    return absl::UnimplementedError(
+        absl::StrCat(OpTypeName(r.type), " of tensor '", r.name, "': Adasum is not implemented"));
+  }
+  if (!IsReducible(r.input.dtype)) {
+    return Invalid(r, absl::StrCat("cannot reduce ", DataTypeName(r.input.dtype), " tensors"));
+  }
+  return absl::OkStatus();
+}
+
+// allreduce with an output tensor: a valid tensor of the input's dtype, element count and
+// device.
+absl::Status CheckAllreduceOutput(const OpRequest& r) {
+  if (r.type != OpType::kAllreduce || r.output.data == nullptr) return absl::OkStatus();
+  if (r.output.dtype != r.input.dtype || r.output.num_elements() != r.input.num_elements()) {
+    return Invalid(
+        r, absl::StrCat("output (", DataTypeName(r.output.dtype), " ",
+                        ShapeToString(r.output.shape), ") does not match input (",
+                        DataTypeName(r.input.dtype), " ", ShapeToString(r.input.shape), ")"));
+  }
+  CHORUS_RETURN_IF_ERROR(ValidateTensor(r, r.output, "output"));
+  if (r.output.device != r.input.device) {
+    return Invalid(r, absl::StrCat("output is on ", DeviceName(r.output.device), " but input on ",
+                                   DeviceName(r.input.device)));
+  }
+  return absl::OkStatus();
+}
+
+// A wire dtype applies only to allreduces of float32 GPU tensors, in float16 or bfloat16.
+absl::Status CheckWireDtype(const OpRequest& r) {
+  if (!r.wire_dtype.has_value()) return absl::OkStatus();
+  const DataType w = *r.wire_dtype;
+  if (r.type == OpType::kAllreduce && r.input.dtype == DataType::kFloat32 &&
+      r.input.device != kCpuDevice && (w == DataType::kFloat16 || w == DataType::kBfloat16)) {
+    return absl::OkStatus();
+  }
+  return Invalid(r, absl::StrCat("a wire dtype (", DataTypeName(w),
+                                 ") applies to allreduces of float32 GPU tensors, in "
+                                 "float16 or bfloat16; this is a ",
+                                 DataTypeName(r.input.dtype), " ", OpTypeName(r.type), " on ",
+                                 DeviceName(r.input.device),
+                                 " (compress on the host with Compression.fp16 instead)"));
+}
+
+// GPU reductions run on NCCL, which has no int16.
+absl::Status CheckGpuReduction(const OpRequest& r) {
+  if (Reduces(r.type) && r.input.device != kCpuDevice && r.input.dtype == DataType::kInt16) {
+    return Invalid(r, "GPU reductions of int16 tensors are not supported (NCCL has no int16)");
+  }
+  return absl::OkStatus();
+}
+
+// allgather, alltoall and reducescatter split or concatenate along the first dimension.
+absl::Status CheckHasFirstDimension(const OpRequest& r) {
+  if ((r.type == OpType::kAllgather || r.type == OpType::kAlltoall ||
+       r.type == OpType::kReducescatter) &&
+      r.input.shape.empty()) {
+    return Invalid(r, "needs a tensor with at least one dimension, not a scalar");
+  }
+  return absl::OkStatus();
+}
+
+// alltoall in a set of `set_size` ranks: without splits the first dimension divides evenly
+// among the ranks; with splits, one non-negative count per rank summing to it. REQUIRES: the
+// input has a first dimension (CheckHasFirstDimension).
+absl::Status CheckAlltoallSplits(const OpRequest& r, int set_size) {
+  const int64_t rows = r.input.shape[0];
+  if (r.splits.empty()) {
+    if (rows % set_size == 0) return absl::OkStatus();
+    return Invalid(r, absl::StrCat("first dimension ", rows, " does not divide evenly among ",
+                                   set_size, " ranks; pass splits"));
+  }
+  int64_t sum = 0;
+  bool negative = false;
+  for (int64_t s : r.splits) {
+    sum += s;
+    negative |= s < 0;
+  }
+  if (static_cast<int>(r.splits.size()) == set_size && !negative && sum == rows) {
+    return absl::OkStatus();
+  }
+  return Invalid(r,
+                 absl::StrCat("splits [", absl::StrJoin(r.splits, ", "), "] must hold ", set_size,
+                              " non-negative values summing to the first dimension ", rows));
+}
+
+// The wire request (what the coordinator negotiates) of `r` from rank `rank`. Ops without a
+// tensor carry a uint8 dtype and no shape.
+void FillWireRequest(const OpRequest& r, int32_t rank, const std::string& group_key,
+                     int32_t group_size, Request* q) {
+  q->request_rank = rank;
+  q->type = r.type;
+  q->name = r.name;
+  q->dtype = r.input.dtype;
+  q->shape = r.input.shape;
+  q->reduce_op = r.reduce_op;
+  q->prescale_factor = r.prescale_factor;
+  q->postscale_factor = r.postscale_factor;
+  q->root_rank = r.root_rank;
+  q->device = r.input.device;
+  q->process_set_id = r.process_set_id;
+  q->group_key = group_key;
+  q->group_size = group_size;
+  q->splits = r.splits;
+  q->process_set_ranks = r.process_set_ranks;
+  q->wire_dtype = r.wire_dtype.has_value() ? static_cast<int32_t>(*r.wire_dtype) : -1;
+  if (!IsDataOp(r.type)) {
+    q->dtype = DataType::kUint8;
+    q->shape.clear();
+  }
 }
 
 }  // namespace
@@ -130,6 +251,15 @@ void Runtime::AutoName(OpRequest& request) {
 absl::StatusOr<std::unique_ptr<TensorEntry>> Runtime::MakeEntry(OpRequest& r,
                                                                 const std::string& group_key,
                                                                 int32_t group_size) {
+  CHORUS_RETURN_IF_ERROR(ValidateRequest(r));
+  std::unique_ptr<TensorEntry> entry = TranslateRequest(r, group_key, group_size);
+  if (IsDataOp(entry->op.type) && entry->op.input.device != kCpuDevice) {
+    CHORUS_RETURN_IF_ERROR(PrepareGpuEntry(*entry));
+  }
+  return entry;
+}
+
+absl::Status Runtime::ValidateRequest(OpRequest& r) {
   if (!IsValidOpType(r.type)) {
     return absl::InvalidArgumentError(
         absl::StrCat("unknown op type ", static_cast<int32_t>(r.type), " for tensor '", r.name,
@@ -137,146 +267,61 @@ absl::StatusOr<std::unique_ptr<TensorEntry>> Runtime::MakeEntry(OpRequest& r,
   }
   AutoName(r);
   if (r.name.empty()) return Invalid(r, "tensor names must not be empty");
+  CHORUS_ASSIGN_OR_RETURN(const ProcessSetView set, CheckProcessSetMembership(r));
+  if (IsDataOp(r.type)) CHORUS_RETURN_IF_ERROR(ValidateDataOp(r, set));
+  if (r.type == OpType::kAddProcessSet) {
+    const absl::Status ranks = CheckProcessSetRanks(r.process_set_ranks, topology_.size);
+    if (!ranks.ok()) return Invalid(r, std::string(ranks.message()));
+  }
+  return absl::OkStatus();
+}
 
-  // Process set membership. The global set (every rank, from Start until Shutdown, never
-  // removed) needs no registry lookup: that is the common case, and the lookup takes a lock.
-  int set_size = topology_.size;
-  const bool global_set = r.process_set_id == kGlobalProcessSetId;
-  if (r.type == OpType::kRemoveProcessSet && global_set) {
+// The global set (every rank, from Start until Shutdown, never removed) needs no registry
+// lookup: that is the common case, and the lookup takes a lock.
+absl::StatusOr<Runtime::ProcessSetView> Runtime::CheckProcessSetMembership(
+    const OpRequest& r) const {
+  ProcessSetView set{r.process_set_id == kGlobalProcessSetId, topology_.size};
+  if (r.type == OpType::kRemoveProcessSet && set.global) {
     return Invalid(r, "the global process set (id 0) cannot be removed");
   }
-  if (r.type != OpType::kAddProcessSet && r.type != OpType::kJoin && !global_set) {
-    const ProcessSetRegistry::Membership set = registry_.Find(r.process_set_id, topology_.rank);
-    if (!set.exists) {
-      return Invalid(r, absl::StrCat("process set ", r.process_set_id, " does not exist"));
-    }
-    if (r.type != OpType::kRemoveProcessSet && !set.member) {
-      std::optional<std::vector<int32_t>> ranks = registry_.Ranks(r.process_set_id);
-      return Invalid(r, absl::StrCat("rank ", topology_.rank, " is not in process set ",
-                                     r.process_set_id, " (ranks [",
-                                     absl::StrJoin(ranks.value_or(std::vector<int32_t>{}), ", "),
-                                     "])"));
-    }
-    set_size = set.size;
+  if (r.type == OpType::kAddProcessSet || r.type == OpType::kJoin || set.global) return set;
+  const ProcessSetRegistry::Membership found = registry_.Find(r.process_set_id, topology_.rank);
+  if (!found.exists) {
+    return Invalid(r, absl::StrCat("process set ", r.process_set_id, " does not exist"));
   }
+  if (r.type != OpType::kRemoveProcessSet && !found.member) {
+    std::optional<std::vector<int32_t>> ranks = registry_.Ranks(r.process_set_id);
+    return Invalid(
+        r, absl::StrCat("rank ", topology_.rank, " is not in process set ", r.process_set_id,
+                        " (ranks [", absl::StrJoin(ranks.value_or(std::vector<int32_t>{}), ", "),
+                        "])"));
+  }
+  set.size = found.size;
+  return set;
+}
 
-  if (IsDataOp(r.type)) {
-    CHORUS_RETURN_IF_ERROR(ValidateTensor(r, r.input, "input"));
-    const std::vector<int64_t>& shape = r.input.shape;
-    const bool reduces = r.type == OpType::kAllreduce || r.type == OpType::kReducescatter;
-    if (reduces) {
-      if (!IsValidReduceOp(static_cast<int32_t>(r.reduce_op))) {
-        return Invalid(r, absl::StrCat("unknown reduce op ", static_cast<int32_t>(r.reduce_op)));
-      }
-      if (r.reduce_op == ReduceOp::kAdasum) {
-        return absl::UnimplementedError(absl::StrCat(
-            OpTypeName(r.type), " of tensor '", r.name, "': Adasum is not implemented"));
-      }
-      if (!IsReducible(r.input.dtype)) {
-        return Invalid(r, absl::StrCat("cannot reduce ", DataTypeName(r.input.dtype),
-                                       " tensors"));
-      }
-    }
-    if (r.type == OpType::kAllreduce && r.output.data != nullptr) {
-      if (r.output.dtype != r.input.dtype || r.output.num_elements() != r.input.num_elements()) {
-        return Invalid(r, absl::StrCat("output (", DataTypeName(r.output.dtype), " ",
-                                       ShapeToString(r.output.shape), ") does not match input (",
-                                       DataTypeName(r.input.dtype), " ",
-                                       ShapeToString(r.input.shape), ")"));
-      }
-      CHORUS_RETURN_IF_ERROR(ValidateTensor(r, r.output, "output"));
-      if (r.output.device != r.input.device) {
-        return Invalid(r, absl::StrCat("output is on ", DeviceName(r.output.device),
-                                       " but input on ", DeviceName(r.input.device)));
-      }
-    }
-    if (r.wire_dtype.has_value()) {
-      const DataType w = *r.wire_dtype;
-      if (r.type != OpType::kAllreduce || r.input.dtype != DataType::kFloat32 ||
-          r.input.device == kCpuDevice ||
-          (w != DataType::kFloat16 && w != DataType::kBfloat16)) {
-        return Invalid(r, absl::StrCat("a wire dtype (", DataTypeName(w),
-                                       ") applies to allreduces of float32 GPU tensors, in "
-                                       "float16 or bfloat16; this is a ",
-                                       DataTypeName(r.input.dtype), " ", OpTypeName(r.type),
-                                       " on ", DeviceName(r.input.device),
-                                       " (compress on the host with Compression.fp16 instead)"));
-      }
-    }
-    if (reduces && r.input.device != kCpuDevice && r.input.dtype == DataType::kInt16) {
-      return Invalid(r, "GPU reductions of int16 tensors are not supported (NCCL has no int16)");
-    }
-    if ((r.type == OpType::kAllgather || r.type == OpType::kAlltoall ||
-         r.type == OpType::kReducescatter) &&
-        shape.empty()) {
-      return Invalid(r, "needs a tensor with at least one dimension, not a scalar");
-    }
-    if (r.type == OpType::kBroadcast) CHORUS_RETURN_IF_ERROR(CheckRootRank(r, global_set));
-    if (r.type == OpType::kAlltoall) {
-      if (r.splits.empty()) {
-        if (shape[0] % set_size != 0) {
-          return Invalid(r, absl::StrCat("first dimension ", shape[0],
-                                         " does not divide evenly among ", set_size,
-                                         " ranks; pass splits"));
-        }
-      } else {
-        int64_t sum = 0;
-        bool negative = false;
-        for (int64_t s : r.splits) {
-          sum += s;
-          negative |= s < 0;
-        }
-        if (static_cast<int>(r.splits.size()) != set_size || negative || sum != shape[0]) {
-          return Invalid(r, absl::StrCat("splits [", absl::StrJoin(r.splits, ", "),
-                                         "] must hold ", set_size,
-                                         " non-negative values summing to the first dimension ",
-                                         shape[0]));
-        }
-      }
-    }
-  }
-  if (r.type == OpType::kAddProcessSet) {
-    const std::vector<int32_t>& ranks = r.process_set_ranks;
-    if (ranks.empty() || !std::is_sorted(ranks.begin(), ranks.end()) ||
-        std::adjacent_find(ranks.begin(), ranks.end()) != ranks.end() || ranks.front() < 0 ||
-        ranks.back() >= topology_.size) {
-      return Invalid(r, absl::StrCat("process set ranks [", absl::StrJoin(ranks, ", "),
-                                     "] must be non-empty, ascending, unique and below ",
-                                     topology_.size));
-    }
-  }
+absl::Status Runtime::ValidateDataOp(const OpRequest& r, const ProcessSetView& set) const {
+  CHORUS_RETURN_IF_ERROR(ValidateTensor(r, r.input, "input"));
+  CHORUS_RETURN_IF_ERROR(CheckReduceOp(r));
+  CHORUS_RETURN_IF_ERROR(CheckAllreduceOutput(r));
+  CHORUS_RETURN_IF_ERROR(CheckWireDtype(r));
+  CHORUS_RETURN_IF_ERROR(CheckGpuReduction(r));
+  CHORUS_RETURN_IF_ERROR(CheckHasFirstDimension(r));
+  if (r.type == OpType::kBroadcast) CHORUS_RETURN_IF_ERROR(CheckRootRank(r, set.global));
+  if (r.type == OpType::kAlltoall) CHORUS_RETURN_IF_ERROR(CheckAlltoallSplits(r, set.size));
+  return absl::OkStatus();
+}
 
+std::unique_ptr<TensorEntry> Runtime::TranslateRequest(OpRequest& r, const std::string& group_key,
+                                                       int32_t group_size) {
   std::unique_ptr<TensorEntry> entry = entry_pool_.Take();
-  Request& q = entry->request;
-  q.request_rank = topology_.rank;
-  q.type = r.type;
-  q.name = r.name;
-  q.dtype = r.input.dtype;
-  q.shape = r.input.shape;
-  q.reduce_op = r.reduce_op;
-  q.prescale_factor = r.prescale_factor;
-  q.postscale_factor = r.postscale_factor;
-  q.root_rank = r.root_rank;
-  q.device = r.input.device;
-  q.process_set_id = r.process_set_id;
-  q.group_key = group_key;
-  q.group_size = group_size;
-  q.splits = r.splits;
-  q.process_set_ranks = r.process_set_ranks;
-  q.wire_dtype = r.wire_dtype.has_value() ? static_cast<int32_t>(*r.wire_dtype) : -1;
-  if (!IsDataOp(r.type)) {
-    q.dtype = DataType::kUint8;
-    q.shape.clear();
-  }
+  FillWireRequest(r, topology_.rank, group_key, group_size, &entry->request);
   // The entry takes the request; the request keeps the entry's emptied buffers for its refill.
   std::swap(entry->op, r);
   // Read only by the timeline (a rank's request known at submission) and the stall check of
   // cached entries (seconds-scale). Without a timeline the loop stamps the entry when it takes
   // it (one clock read per cycle), saving a clock read per op here.
   if (!config_.timeline.empty()) entry->enqueued_at = absl::Now();
-  if (IsDataOp(entry->op.type) && entry->op.input.device != kCpuDevice) {
-    CHORUS_RETURN_IF_ERROR(PrepareGpuEntry(*entry));
-  }
   return entry;
 }
 

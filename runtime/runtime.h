@@ -75,12 +75,36 @@ class Runtime {
 
  private:
   explicit Runtime(Config config);
-  // Checks `request` against this rank's view and builds its entry, which takes the request's
-  // contents (swapped for the recycled entry's spare buffers). `group_key`/`group_size` mark
-  // grouped ops.
+  // Checks `request` against this rank's view (ValidateRequest) and builds its entry
+  // (TranslateRequest), which takes the request's contents (swapped for the recycled entry's
+  // spare buffers); GPU entries also get their ready event (PrepareGpuEntry).
+  // `group_key`/`group_size` mark grouped ops.
   absl::StatusOr<std::unique_ptr<TensorEntry>> MakeEntry(OpRequest& request,
                                                         const std::string& group_key,
                                                         int32_t group_size);
+  // The process set an op runs in, as this rank sees it.
+  struct ProcessSetView {
+    bool global = true;  // the global set (id 0): every rank, never removed
+    int32_t size = 0;    // number of ranks
+  };
+  // Everything this rank can check alone, in order: a known op type; a name (AutoName names
+  // unnamed barrier/join/process-set ops first, hence non-const); the process set
+  // (CheckProcessSetMembership); a data op's tensors and rules (ValidateDataOp); an
+  // add_process_set's ranks (CheckProcessSetRanks). InvalidArgument naming the tensor, or
+  // Unimplemented for Adasum. Cross-rank agreement is the coordinator's (runtime/coordinator.h).
+  absl::Status ValidateRequest(OpRequest& request);
+  // The op's set exists and holds this rank (remove_process_set: exists and is not the global
+  // set; add_process_set and join: no set to check).
+  absl::StatusOr<ProcessSetView> CheckProcessSetMembership(const OpRequest& request) const;
+  // allreduce ... alltoall, in `set`: valid input (and allreduce output) tensors, reduce op,
+  // wire dtype, GPU dtype support, a first dimension where one is split, the broadcast root
+  // (CheckRootRank) and alltoall splits.
+  absl::Status ValidateDataOp(const OpRequest& request, const ProcessSetView& set) const;
+  // Takes an entry from the pool, fills its wire request from `request` and swaps `request`
+  // into it (the request keeps the entry's spare buffers). Stamps the enqueue time when a
+  // timeline is configured. REQUIRES: ValidateRequest(request) is OK.
+  std::unique_ptr<TensorEntry> TranslateRequest(OpRequest& request, const std::string& group_key,
+                                                int32_t group_size);
   // Names barrier/join/process-set ops left unnamed, identically on every rank.
   void AutoName(OpRequest& request);
   // broadcast: the root (a world rank) exists and belongs to the op's process set.

@@ -187,5 +187,23 @@ TEST_CASE("init-time process sets that differ between ranks fail init on every r
   for (const std::string& f : rec.failures) FAIL_CHECK(f);
 }
 
+TEST_CASE("init-time process sets with invalid ranks fail init on every rank",
+          "[runtime][process_set]") {
+  Record rec;
+  RunRanks(2,
+           [&](int rank, absl::StatusOr<std::unique_ptr<Runtime>>& created) {
+             rec.Check(absl::IsInvalidArgument(created.status()),
+                       absl::StrCat("rank ", rank, ": ", created.status().ToString()));
+             // Every rank sees the problem itself (the sets agree), so every rank names it.
+             rec.Check(
+                 absl::StrContains(created.status().message(),
+                                   "process set 2: process set ranks [0, 2] must be non-empty, "
+                                   "ascending, unique world ranks below 2"),
+                 std::string(created.status().message()));
+           },
+           {{{0, 1}, {0, 2}}, {{0, 1}, {0, 2}}});
+  for (const std::string& f : rec.failures) FAIL_CHECK(f);
+}
+
 }  // namespace
 }  // namespace chorus::runtime

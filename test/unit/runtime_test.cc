@@ -312,6 +312,24 @@ TEST_CASE("process sets: add, run inside, refuse outsiders, remove", "[runtime]"
   ExpectNoErrors(errs, f);
 }
 
+TEST_CASE("add_process_set with invalid ranks is refused at enqueue", "[runtime]") {
+  Failures f;
+  auto errs = RunRanks(2, [&](int rank, Runtime& rt) {
+    OpRequest add;
+    add.type = OpType::kAddProcessSet;
+    add.name = "bad_add";
+    add.process_set_ranks = {1, 0};
+    auto h = rt.Enqueue(add);
+    RANK_CHECK(f, absl::IsInvalidArgument(h.status()), h.status().ToString());
+    RANK_CHECK(f,
+               h.status().message() ==
+                   "add_process_set of tensor 'bad_add': process set ranks [1, 0] must be "
+                   "non-empty, ascending, unique world ranks below 2",
+               h.status().message());
+  });
+  ExpectNoErrors(errs, f);
+}
+
 TEST_CASE("stalled ops fail with DeadlineExceeded after the stall shutdown time", "[runtime]") {
   Config config = TestConfig();
   config.stall_warning_time = absl::Milliseconds(50);
