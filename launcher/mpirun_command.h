@@ -12,7 +12,7 @@
 // mpi_yield_when_idle: -H declares every rank a slot, so Open MPI never sees this machine as
 // oversubscribed and its waits spin. When more ranks run here than the machine has cores, each
 // rank's spin takes the core from a rank (or a rank's background thread) that has work, and
-// jobs slow down several times (3 ranks on 2 cores: the Python test suite 26 s instead of 9 s).
+// jobs slow down several times (figures in docs/perf.md).
 // So chorusrun asks waiting ranks to yield then, unless the user set the parameter already
 // (OMPI_MCA_mpi_yield_when_idle, or in --mpi-args).
 //

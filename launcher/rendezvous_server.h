@@ -2,28 +2,13 @@
 //
 // The rendezvous service of MPI-less launches (chorusrun --gloo), run inside chorusrun: a
 // key/value store over gRPC (proto/rendezvous.proto) through which workers publish their UCX
-// worker addresses and fetch everyone else's (the client is runtime/ucx/rendezvous_client.h).
-//
-//   CHORUS_ASSIGN_OR_RETURN(std::string secret, GenerateRendezvousSecret());
-//   RendezvousServerOptions options;
-//   options.secret = secret;
-//   CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<RendezvousServer> server,
-//                           RendezvousServer::Start(options));
-//   // workers get CHORUS_RENDEZVOUS_ADDR=<this host>:<server->port()> and
-//   // CHORUS_RENDEZVOUS_SECRET=<secret>
-//
-// Keys live in scopes ("world/0", "world/1" after an elastic reset, ...); a key is written once
-// (the same value again is a no-op, another value is AlreadyExists) and Gets wait server-side
-// until their keys exist.
-//
-// Security: every call must carry the job's secret (metadata "chorus-rendezvous-secret"); a
-// missing or wrong one is answered Unauthenticated without touching the store, compared in
-// constant time. The secret and the values travel in clear over plain TCP (no TLS): the job's
-// network is trusted, the secret only keeps stray or foreign processes out of the store.
-//
-// Limits, each answered without harm: empty or over-long scope/key, a negative timeout or a Get
-// of no keys -> InvalidArgument; a value over max_value_bytes, a scope over max_keys_per_scope,
-// a store over max_total_bytes or an answer over max_reply_bytes -> ResourceExhausted.
+// worker addresses and fetch everyone else's (client: runtime/ucx/rendezvous_client.h). Keys
+// live in scopes; a key is written once (the same value again is a no-op, another value is
+// AlreadyExists), and Gets wait server-side until their keys exist. A call without the job's
+// secret is answered Unauthenticated without touching the store; the secret and the values
+// travel in clear (the job's network is trusted). Every limit in RendezvousServerOptions is
+// answered without harm (InvalidArgument, ResourceExhausted). Scopes, security, limits and a
+// usage example: docs/launcher.md.
 //
 // Threads: gRPC's synchronous server; each waiting Get holds one of its threads until its keys
 // exist, its timeout (or its caller's deadline) passes, or Shutdown().

@@ -1,28 +1,16 @@
 // File: launcher/ucx_launch.h
 //
 // chorusrun --gloo (horovodrun's name for it; no Gloo is involved): the MPI-less launch.
-// chorusrun starts the workers itself and serves the rendezvous through which they find each
-// other (their runtime then talks UCX):
+// chorusrun starts the workers itself (local ones by fork and exec, remote ones over ssh),
+// serves the rendezvous through which they find each other (their runtime then talks UCX),
+// supervises them, and stops the server once every worker has ended. The steps:
+// docs/launcher.md.
 //
-//   1. hosts (launcher/job_hosts.h: -H, --hostfile, a Slurm allocation, or localhost:np) and
-//      the rank layout (launcher/rank_layout.h);
-//   2. every remote host (not this machine) answers `ssh HOST true` within --start-timeout,
-//      all checked at once; else one line naming the host, exit status 1, nothing started;
-//   3. the rendezvous server (launcher/rendezvous_server.h) with a fresh secret, on 127.0.0.1
-//      when every host is local, else on 0.0.0.0; workers dial 127.0.0.1, or the IPv4 address
-//      of the first --network-interfaces entry, or this machine's hostname;
-//   4. one worker per rank with the environment of launcher/rank_env.h: local ones by fork and
-//      exec (COMMAND found in PATH), remote ones over ssh (launcher/ssh_command.h);
-//   5. supervision by WorkerGroup (launcher/worker_group.h); output tagged on the terminal or
-//      in --output-filename files (launcher/worker_output.h);
-//   6. the server stops once every worker has ended.
-//
-// Exit status: 0 when every rank exited 0. When a rank fails, the others are stopped and the
-// last stderr line is "chorusrun: job failed: " + DescribeRankExit(...), the status being the
-// rank's shell status (its code, or 128 + signal). A signal N sent to chorusrun stops the job:
-// "chorusrun: job stopped: chorusrun received signal N (Name)", status 128 + N. Bad input
-// (before anything starts): 2 with one "chorusrun: error: ..." line; an unreachable host or a
-// start failure: 1 with one such line.
+// Exit status: 0 when every rank exited 0. A failing rank stops the others; the status is the
+// rank's shell status and the last stderr line "chorusrun: job failed: " + DescribeRankExit(...).
+// A signal N to chorusrun stops the job: status 128 + N, "chorusrun: job stopped: ...". Bad
+// input (before anything starts): 2; an unreachable host or a start failure: 1; each with one
+// "chorusrun: error: ..." line.
 //
 // Thread-safety: call from the main thread only (see WorkerGroup).
 #ifndef CHORUS_LAUNCHER_UCX_LAUNCH_H_

@@ -1,30 +1,14 @@
 // File: launcher/worker_group.h
 //
 // WorkerGroup starts processes (chorusrun --gloo's workers, or its ssh host checks), supervises
-// them, and guarantees that none is left running when it returns:
-//
-//   WorkerGroup group(options, &sink);
-//   CHORUS_RETURN_IF_ERROR(group.Start(specs));  // all started, or none left running
-//   GroupResult result = group.Wait();           // every worker has ended
-//
-// - Each worker's stdout and stderr are pipes, read with poll() and handed to the OutputSink.
-// - All workers share one process group of their own, held by a small keeper process, so that a
-//   signal reaches the workers and everything they started, and a terminal's Ctrl-C reaches
-//   them once, through chorusrun. A worker's stdin is /dev/null, or a pipe that receives
-//   WorkerSpec::stdin_text and then stays open until the group stops (launcher/ssh_command.h).
-//   Local workers get SIGKILL if chorusrun itself dies (PR_SET_PDEATHSIG).
-// - SIGINT or SIGTERM sent to chorusrun while Wait() runs is forwarded to every worker; a second
-//   one sends SIGKILL.
-// - When a worker exits non-zero or is killed by a signal, or chorusrun is signalled, or the
-//   deadline passes, the group stops: every worker gets SIGTERM (or the forwarded signal), its
-//   stdin pipe is closed, and after options.grace whatever is left gets SIGKILL.
-// - Once every worker has ended, anything left in the process group (a worker's background
-//   child) is killed, and the pipes are read until EOF or until they stay silent for
-//   kDrainAfterExit.
-//
-// SIGINT, SIGTERM, SIGCHLD and SIGPIPE (ignored, so that a closed terminal cannot kill
-// chorusrun) are chorusrun's from Start() until Wait() returns; the previous handlers are then
-// restored. At most one WorkerGroup may be started at a time per process.
+// them, and guarantees that none is left running when it returns: Start() starts all of them or
+// leaves none running; Wait() returns once every worker has ended, and kills anything they left
+// in their process group. Output goes to the OutputSink. The first worker to fail, a SIGINT or
+// SIGTERM to chorusrun (forwarded; a second one sends SIGKILL) or the deadline stops the group:
+// SIGTERM, stdin closed, SIGKILL after options.grace. Local workers get SIGKILL if chorusrun
+// itself dies. The mechanics (process group and its keeper, pipes, signals): docs/launcher.md.
+// SIGINT, SIGTERM, SIGCHLD and SIGPIPE (ignored) are chorusrun's from Start() until Wait()
+// returns, then restored. At most one WorkerGroup may be started at a time per process.
 //
 // Thread-safety: thread-compatible; Start() and Wait() run on the same thread. Other threads of
 // the process (gRPC's) may run: the child side of fork() only makes async-signal-safe calls.

@@ -1,27 +1,15 @@
 // File: ops/gpu_platform.h
 //
-// The narrow interface between the runtime's GPU path and the GPU itself: streams, events,
-// device memory, the batched fusion copy, and NCCL-style communicators. Everything CUDA or NCCL
-// specific lives behind it, so the runtime's GPU bookkeeping (fusion planning, stream and event
-// ordering, completion, error propagation, communicator lifecycle) is unit-tested on machines
-// without a GPU against a fake (test/support/fake_gpu.h).
-//
-// Implementations:
-//   - CudaPlatform (ops/cuda/cuda_platform.h): the CUDA runtime API and NCCL (ops/nccl/).
-//   - NoGpuPlatform (below): a build without CUDA; every device query reports why.
-//   - FakeGpuPlatform (test/support/): host memory, one worker thread per stream, communicators
-//     that meet in process memory.
-//
-// Conventions:
-// - Devices are CUDA ordinals. Every call that takes `device` makes it current on the calling
-//   thread first (cudaSetDevice), so any thread may call.
-// - Stream work is asynchronous: an "Enqueue..." call returns once the work is queued on the
-//   stream, never waiting for it. Errors returned are launch errors; faults during execution
-//   surface through EventDone and GpuCommunicator::AsyncError.
-// - Streams and events are opaque handles (cudaStream_t / cudaEvent_t cast to void*). A null
-//   stream is the legacy default stream.
-// - Nothing throws; errors are Status: FailedPrecondition for "no usable device",
-//   ResourceExhausted for failed allocations, Unavailable for NCCL failures, Internal otherwise.
+// The narrow interface between the runtime's GPU path and the GPU: streams, events, device
+// memory, the batched fusion copy, NCCL-style communicators. Everything CUDA or NCCL specific
+// lives behind it (its implementations, and why: docs/gpu.md).
+// Conventions: devices are CUDA ordinals, and every call that takes one makes it current on the
+// calling thread first (cudaSetDevice), so any thread may call. "Enqueue..." calls only queue
+// work on the stream; the errors they return are launch errors, and faults during execution
+// surface through EventDone and GpuCommunicator::AsyncError. Streams and events are opaque
+// handles (cudaStream_t / cudaEvent_t as void*; a null stream is the legacy default stream).
+// Nothing throws: FailedPrecondition for "no usable device", ResourceExhausted for failed
+// allocations, Unavailable for NCCL failures, Internal otherwise.
 //
 // Thread-safety: implementations are thread-safe (the runtime calls from its submitting
 // threads (RecordEvent at Enqueue), its background thread, and its completion thread).

@@ -35,14 +35,14 @@ struct Config {
   // 1024); the bit vector costs 3 bits per entry per cycle.
   int32_t cache_capacity = 4096;
   // A fused batch is reduced in pieces of this many bytes (see Note [Pipelined fusion] in
-  // runtime/executor.h). CHORUS_PIPELINE_CHUNK_BYTES. Default 4 MiB. Must be >= 4 KiB.
+  // docs/fusion.md). CHORUS_PIPELINE_CHUNK_BYTES. Default 4 MiB. Must be >= 4 KiB.
   int64_t pipeline_chunk_bytes = int64_t{4} << 20;
   // Tensors of at least this many bytes are reduced in place instead of being copied into the
   // fusion buffer. CHORUS_INPLACE_MIN_BYTES. Default 256 KiB.
   int64_t inplace_min_bytes = int64_t{256} << 10;
   // CPU tensors of at least 2 MiB reduced in place have the 2 MiB pages they overlap collapsed
   // into transparent huge pages first, and the fusion buffer is mapped on huge pages (Note
-  // [Huge pages for large tensors] in runtime/huge_pages.h). CHORUS_HUGE_PAGES. Default true.
+  // [Huge pages for large tensors] in docs/fusion.md). CHORUS_HUGE_PAGES. Default true.
   bool huge_pages = true;
   // GPU tensors: NCCL streams (each with its own communicator and fusion buffer) per process
   // set; fused batches take them in turn, so consecutive batches may overlap on the device.

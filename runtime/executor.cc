@@ -42,7 +42,7 @@ Executor::Executor(const SharedConfig& config, Options options)
     : config_(config), options_(std::move(options)), huge_pages_(options_.huge_pages) {
   if (!options_.allocate) {
     // Uninitialised on purpose: every byte is written before it is read. On huge pages
-    // (Note [Huge pages for large tensors] in runtime/huge_pages.h).
+    // (Note [Huge pages for large tensors] in docs/fusion.md).
     options_.allocate = [huge = options_.huge_pages](int64_t bytes) {
       return AllocateHugePageBuffer(bytes, huge);
     };
@@ -96,7 +96,7 @@ int64_t Executor::FusionBytes(const Response& response, int set_size) const {
 
 absl::Status Executor::Reserve(const Response& response, ops::CollectiveBackend& backend,
                                absl::Status* refused) {
-  // Note [Fusion buffer reservation].
+  // Note [Fusion buffer reservation] in docs/fusion.md.
   const int64_t need = FusionBytes(response, backend.size());
   int64_t& reserved = reserved_[response.process_set_id];
   if (need <= reserved) return absl::OkStatus();
@@ -205,7 +205,8 @@ absl::Status Executor::Allreduce(const Response& response,
       packed_elems += count;
       continue;
     }
-    // Note [Pipelined fusion]: large tensors are reduced where they are, chunk by chunk.
+    // Note [Pipelined fusion] (docs/fusion.md): large tensors are reduced where they are, chunk
+    // by chunk.
     TensorEntry* entry = entries[i];
     if (entry != nullptr) {
       huge_pages_.Advise(entry->op.input.data, count * esize);

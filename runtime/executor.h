@@ -1,34 +1,13 @@
 // File: runtime/executor.h
 //
 // Runs one (fused) Response on this rank over a process set's CollectiveBackend: copies into
-// and out of the fusion buffer, scaling, output allocation, and the collective itself.
-//
-// Note [Pipelined fusion]
-// One giant collective over a 100 MB fusion buffer is about half as fast on CPUs as the same
-// bytes in 4-8 MiB pieces (cache), and copying every tensor in and out of the buffer first costs
-// as much again. So an allreduce batch is executed as:
-//   - tensors of at least `inplace_min_bytes` are reduced where they are (input to output, or
-//     in place), in pieces of `pipeline_chunk_bytes`, each piece scaled while still in cache;
-//   - the smaller ones are packed into the fusion buffer one window of `pipeline_chunk_bytes`
-//     at a time: pack (with prescale) -> reduce the window -> unpack (with postscale), so the
-//     data stays in cache from copy-in to copy-out.
-// Every rank derives the same pieces from the same Response and SharedConfig, so the
-// collectives line up. A rank that joined holds no tensor: it contributes the identity of the
-// reduction (zeros for a sum, +inf for a min, ...) in the same layout and discards the result.
-//
-// Note [Fusion buffer reservation]
-// Mapping a larger fusion buffer can fail on one rank (out of memory) while its peers already
-// wait in the response's collective. So a rank never maps one in the middle of a response:
-// before executing a response, every member of its process set computes the same bound on the
-// buffer any member may need for it (from the Response and SharedConfig alone; FusionBytes).
-// When the bound exceeds what the set has reserved so far (the same value on every member: they
-// execute the same responses of the set in the same order), every member maps a buffer of at
-// least the bound (2 MiB-rounded; only where its own is smaller) and the members agree in one
-// small allreduce over the set's backend whether all succeeded. If one could not, every member
-// fails the response's ops with ResourceExhausted naming that rank, nothing else runs, and the
-// runtime goes on (a later response that needs less runs as usual; the same one may be retried).
-// The reservation only grows, so a steady loop never agrees again; a mapping is virtual memory
-// until it is written.
+// and out of the fusion buffer, scaling, output allocation, and the collective itself. Every
+// rank derives the same pieces, and so the same collectives, from the same Response and
+// SharedConfig; a joined rank contributes the reduction's identity in the same layout (Note
+// [Pipelined fusion] in docs/fusion.md). A fusion buffer is mapped only before a response,
+// after the set's members agreed that each could map it, so one rank out of memory fails the
+// response's ops on every member instead of leaving its peers waiting (Note [Fusion buffer
+// reservation] in docs/fusion.md).
 //
 // Thread-safety: thread-compatible; background-thread-only.
 #ifndef CHORUS_RUNTIME_EXECUTOR_H_
@@ -73,7 +52,7 @@ class Executor {
  public:
   struct Options {
     // Collapse the pages of tensors reduced in place into huge pages first, and map the fusion
-    // buffer on huge pages (Note [Huge pages for large tensors] in runtime/huge_pages.h).
+    // buffer on huge pages (Note [Huge pages for large tensors] in docs/fusion.md).
     bool huge_pages = false;
     // Maps the fusion buffer. Default: AllocateHugePageBuffer(bytes, huge_pages). Tests inject
     // failures here.
@@ -89,8 +68,8 @@ class Executor {
   // allreduce). Returns the collective's status: a non-OK status means the backend failed and
   // the caller must treat the transport as broken; results then carry that status too. An op
   // every rank of the set agrees to refuse (an alltoall message too large for one transport
-  // call, a fusion buffer some rank could not map: Note [Fusion buffer reservation]) instead
-  // returns OK with the error in its result.
+  // call, a fusion buffer some rank could not map: Note [Fusion buffer reservation] in
+  // docs/fusion.md) instead returns OK with the error in its result.
   // With `trace`, appends what it did (for timelines); without, reads no clock.
   // REQUIRES: entries.size() == response.names.size(); this rank is a member of the backend.
   absl::Status Execute(const Response& response, const std::vector<TensorEntry*>& entries,
@@ -115,7 +94,7 @@ class Executor {
               int64_t chunks = 0);
 
   // The most fusion buffer any member of a set of `set_size` ranks may use for `response`
-  // (Note [Fusion buffer reservation]); 0 when it uses none.
+  // (Note [Fusion buffer reservation] in docs/fusion.md); 0 when it uses none.
   int64_t FusionBytes(const Response& response, int set_size) const;
   // Makes the fusion buffer hold FusionBytes(response) on every member of the set, agreeing
   // with them when the set's reservation grows. OK with `*refused` set when some member could

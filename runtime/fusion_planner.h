@@ -3,22 +3,7 @@
 // Fusion planning: merges compatible single- or multi-tensor Responses into fewer, larger ones.
 // A pure function of its inputs, run identically on every rank (the inputs are the same
 // globally ordered list and rank 0's shared config), so every rank executes the same fused
-// batches in the same order.
-//
-// Rules:
-// - Only allreduce and allgather responses fuse; every other response (and every error
-//   response) passes through unchanged, alone.
-// - Two responses are compatible when type, dtype, reduce_op, prescale, postscale, device,
-//   process set and wire dtype are equal and both have the same group_key (empty = ungrouped).
-// - Responses with a non-empty group_key are fused with all other responses of that group into
-//   one response, whatever its size (a group executes as one unit).
-// - Ungrouped ones: walking the list in order, a batch starts at the first unplaced response
-//   and takes each later compatible unplaced response while the batch's bytes stay <=
-//   threshold_bytes; a response larger than the threshold forms a batch of its own.
-//   threshold_bytes == 0 disables fusion of ungrouped responses.
-// - Output order: batches in the order of their first response; within a batch, input order.
-// Byte size: allreduce sum of NumElements(shape) * dtype size; allgather the gathered size,
-//   sum over ranks of first_dims * (elements per row) * dtype size.
+// batches in the same order. The rules are on PlanFusion.
 //
 // Thread-safety: stateless.
 #ifndef CHORUS_RUNTIME_FUSION_PLANNER_H_
@@ -33,9 +18,23 @@
 
 namespace chorus::runtime {
 
-// Bytes a response moves (see above). For allgather, `set_size` is its process set's size.
+// Bytes a response moves: allreduce, the sum of NumElements(shape) * dtype size; allgather, the
+// gathered size, sum over ranks of first_dims * (elements per row) * dtype size. For allgather,
+// `set_size` is its process set's size.
 int64_t ResponseBytes(const Response& response, int set_size);
 
+// Rules:
+// - Only allreduce and allgather responses fuse; every other response (and every error
+//   response) passes through unchanged, alone.
+// - Two responses are compatible when type, dtype, reduce_op, prescale, postscale, device,
+//   process set and wire dtype are equal and both have the same group_key (empty = ungrouped).
+// - Responses with a non-empty group_key are fused with all other responses of that group into
+//   one response, whatever its size (a group executes as one unit).
+// - Ungrouped ones: walking the list in order, a batch starts at the first unplaced response
+//   and takes each later compatible unplaced response while the batch's bytes (ResponseBytes)
+//   stay <= threshold_bytes; a response larger than the threshold forms a batch of its own.
+//   threshold_bytes == 0 disables fusion of ungrouped responses.
+// - Output order: batches in the order of their first response; within a batch, input order.
 // `set_size_of(process_set_id)` returns the size of a process set. The responses are only
 // read (the fused ones are copies).
 std::vector<Response> PlanFusion(absl::Span<const Response* const> responses,

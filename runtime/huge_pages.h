@@ -1,33 +1,10 @@
 // File: runtime/huge_pages.h
 //
-// Backs large CPU tensors with transparent huge pages before the data plane moves them.
-//
-// Note [Huge pages for large tensors]
-// Frameworks allocate each large tensor with malloc, i.e. an mmap of 4 KiB pages. Moving such a
-// tensor between processes on one host (Open MPI's and UCX's shared-memory transports copy with
-// process_vm_readv/writev) pins and walks it page by page, and the reduction walks it through
-// the TLB. On this project's 2-core machine, 2 ranks allreducing ResNet-50's 161 gradients with
-// one MPI call per tensor took 49.1 ms on 4 KiB pages, 38.6 ms with the 2 MiB
-// pages lying wholly inside each tensor collapsed into huge pages, and 31.3 ms with
-// every 2 MiB page the tensors overlap collapsed (in the same run, 4 MiB pieces of one NumPy
-// buffer, which NumPy puts on huge pages itself: 39.3 ms).
-//
-// So before a tensor of at least 2 MiB is reduced in place, the 2 MiB pages it overlaps are
-// collapsed into transparent huge pages (madvise MADV_COLLAPSE, Linux >= 6.1). The kernel
-// collapses each such page that lies within one mapping and skips those that straddle two;
-// consecutive tensors usually share one mapping, so most of a model's gradients end up on huge
-// pages. When a neighbouring mapping makes the kernel refuse the call, the pages wholly inside
-// the tensor are asked for alone. Bytes around the tensor that share its 2 MiB pages are
-// collapsed with it: as when the kernel's khugepaged does this in the background, no byte
-// changes and concurrent users of those bytes only wait a moment (pages there that were never
-// touched get memory: at most 2 MiB at each end of a tensor). Smaller tensors are left alone,
-// since their pages would be mostly other memory. The first time costs a copy of the pages,
-// later it is free. Failures (an older kernel, pinned memory, THP disabled) only mean the pages
-// stay small.
-//
-// A range already collapsed is skipped, except every kRecheckEvery sightings: memory freed and
-// mapped again at the same address (a framework that reallocates gradients every step) starts
-// on small pages again and is collapsed at the next recheck.
+// Backs large CPU tensors and the fusion buffer with transparent huge pages before the data
+// plane moves them: on 4 KiB pages the shared-memory transports and the reductions are markedly
+// slower (Note [Huge pages for large tensors] in docs/fusion.md). Best effort and invisible to
+// the data: no byte changes, and a refusal (an older kernel, pinned memory, THP disabled) only
+// leaves the pages small.
 //
 // Thread-safety: thread-compatible (the background thread owns one).
 #ifndef CHORUS_RUNTIME_HUGE_PAGES_H_
@@ -71,7 +48,10 @@ class HugePageAdvisor {
   bool enabled() const { return enabled_; }
 
   // Collapses the 2 MiB pages that [data, data + bytes) overlaps into huge pages where the
-  // kernel can (see the Note); nothing for ranges under 2 MiB. Cheap for ranges seen before.
+  // kernel can (Note [Huge pages for large tensors] in docs/fusion.md); nothing for ranges
+  // under 2 MiB. Cheap for ranges seen before: a range already collapsed is skipped, except
+  // every kRecheckEvery sightings (memory freed and mapped again at the same address is back
+  // on small pages).
   void Advise(const void* data, int64_t bytes);
 
   // Bytes of the ranges the kernel accepted the advice for (it collapses what lies within one

@@ -1,21 +1,11 @@
 // File: ops/cuda/batched_copy.h
 //
 // The batched fusion copy on the GPU: executes a BatchedCopyPlan (ops/cuda/batched_copy_plan.h)
-// with ONE kernel launch on a caller's stream, instead of one cudaMemcpyAsync per tensor. The
-// scale factor and float32 <-> float16/bfloat16 casts happen inside the same kernel.
-//
-//   absl::StatusOr<std::unique_ptr<BatchedCopyScratch>> scratch = BatchedCopyScratch::Create();
-//   absl::StatusOr<BatchedCopyPlan> plan = PlanBatchedCopy(entries, postscale);
-//   CHORUS_RETURN_IF_ERROR(LaunchBatchedCopy(*plan, scratch->get(), stream));
-//   // ... later work on `stream` sees the copied bytes.
-//
-// How the chunk table reaches the kernel: plans of up to kMaxInlineChunks chunks travel inside
-// the kernel's parameters (no copy at all); larger ones are written to a pinned host staging
-// slot of the scratch and copied to the device with one cudaMemcpyAsync on the same stream
-// right before the launch. Nothing in the launch path synchronises the device or the stream.
-//
-// This header does not include CUDA headers: streams travel as DeviceStream (a cudaStream_t
-// cast to void*; nullptr is the legacy default stream).
+// with ONE kernel launch on a caller's stream, instead of one cudaMemcpyAsync per tensor; the
+// scale factor and float32 <-> float16/bfloat16 casts happen inside the same kernel. Nothing in
+// the launch path synchronises the device or the stream. Does not include CUDA headers: streams
+// travel as DeviceStream (a cudaStream_t as void*; nullptr is the legacy default stream). How
+// the chunk table reaches the kernel, and a usage example: docs/gpu.md.
 //
 // Thread-safety: a BatchedCopyScratch is thread-compatible (one user at a time, the runtime's
 // background thread); LaunchBatchedCopy may run concurrently on different scratches.

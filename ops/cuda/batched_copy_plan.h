@@ -2,30 +2,10 @@
 //
 // Host-side planning of the batched fusion copy: N tensors copied into (or out of) one fusion
 // buffer by ONE kernel launch (ops/cuda/batched_copy.h), with an optional scale factor and a
-// float32 <-> float16/bfloat16 cast fused into the copy. This file has no CUDA dependency: it
-// builds and is unit-tested without CUDA, and never dereferences the pointers it plans for.
-//
-//   std::vector<CopyEntry> entries = ...;  // {src, dst, num_elements, src_dtype, dst_dtype}
-//   BatchedCopyPlan plan;
-//   CHORUS_RETURN_IF_ERROR(PlanBatchedCopy(entries, /*scale=*/0.5, PlanOptions{}, &plan));
-//   CHORUS_RETURN_IF_ERROR(LaunchBatchedCopy(plan, scratch, stream));  // batched_copy.h
-//
-// A plan is a flat array of CopyChunks: each entry is cut into pieces of at most
-// PlanOptions::chunk_bytes on both its source and its destination side, and the kernel runs
-// one thread block per chunk, so one launch balances 9 MB tensors against 1 KiB ones.
-//
-// Semantics, per element (exactly those of the CPU path, ops/cpu/reduce_kernels.h, which
-// ops/cuda/batched_copy_reference.h runs on the host):
-//   same dtype, scale == 1       a byte copy (any dtype, bool included; no alignment needed)
-//   same dtype, scale != 1       ScaleCopy: integers multiply in double and truncate toward
-//                                zero (saturating, NaN -> 0); float16/bfloat16 widen to
-//                                float32, multiply by float(scale), round to nearest even;
-//                                float32 multiplies by float(scale), float64 by scale.
-//                                bool cannot be scaled.
-//   float32 -> float16/bfloat16  round_to_nearest_even(x * float(scale))
-//   float16/bfloat16 -> float32  widen(x) * float(scale)
-// Every other dtype pair is rejected. A NaN stays a NaN, but its sign and payload are not
-// preserved by the scaling and casting kinds (GPUs return a canonical NaN from arithmetic).
+// float32 <-> float16/bfloat16 cast fused into the copy. No CUDA dependency: it builds and is
+// unit-tested without CUDA, and never dereferences the pointers it plans for. Per element it
+// does exactly what the CPU path does (CopyKindFor). How plans are cut into chunks, and a usage
+// example: docs/gpu.md.
 //
 // Thread-safety: plain values and pure functions (thread-compatible).
 #ifndef CHORUS_OPS_CUDA_BATCHED_COPY_PLAN_H_
@@ -76,7 +56,19 @@ inline constexpr int kNumCopyKinds = 14;
 // "bytes", "scale_float16", "float32_to_bfloat16", ...; "unknown" out of range.
 const char* CopyKindName(CopyKind kind);
 
-// The kind that copies src_dtype to dst_dtype with `scale` (see the table above).
+// The kind that copies src_dtype to dst_dtype with `scale`. Semantics, per element (exactly
+// those of the CPU path, ops/cpu/reduce_kernels.h, which ops/cuda/batched_copy_reference.h runs
+// on the host):
+//   same dtype, scale == 1       a byte copy (any dtype, bool included; no alignment needed)
+//   same dtype, scale != 1       ScaleCopy: integers multiply in double and truncate toward
+//                                zero (saturating, NaN -> 0); float16/bfloat16 widen to
+//                                float32, multiply by float(scale), round to nearest even;
+//                                float32 multiplies by float(scale), float64 by scale.
+//                                bool cannot be scaled.
+//   float32 -> float16/bfloat16  round_to_nearest_even(x * float(scale))
+//   float16/bfloat16 -> float32  widen(x) * float(scale)
+// Every other dtype pair is rejected. A NaN stays a NaN, but its sign and payload are not
+// preserved by the scaling and casting kinds (GPUs return a canonical NaN from arithmetic).
 // Errors: InvalidArgument for an undefined dtype, a pair that is not supported, or scaling
 // bool.
 absl::StatusOr<CopyKind> CopyKindFor(DataType src_dtype, DataType dst_dtype, double scale);

@@ -314,7 +314,7 @@ class NcclCommunicator final : public GpuCommunicator {
   void Abort() override {
     aborted_.store(true, std::memory_order_release);
     std::call_once(abort_once_, [this] {
-      // See Note [Abort versus enqueue] in the header.
+      // See Note [Abort versus enqueue] in docs/nccl_communicator.md.
       std::unique_lock<std::shared_mutex> lock(life_mu_);
       ScopedDevice on(device_);
       (void)ncclCommAbort(comm_);
@@ -338,7 +338,8 @@ class NcclCommunicator final : public GpuCommunicator {
   }
 
   // Runs `issue` (NCCL calls on comm_) with device_ current and the communicator alive; fails
-  // without running it once the communicator is aborted (Note [Abort versus enqueue]).
+  // without running it once the communicator is aborted (Note [Abort versus enqueue] in
+  // docs/nccl_communicator.md).
   template <typename F>
   absl::Status Issue(F&& issue) {
     std::shared_lock<std::shared_mutex> lock(life_mu_);
@@ -368,7 +369,8 @@ class NcclCommunicator final : public GpuCommunicator {
   const int device_;
   std::atomic<bool> aborted_{false};
   std::once_flag abort_once_;
-  // Shared while comm_ is in use, exclusive for ncclCommAbort (Note [Abort versus enqueue]).
+  // Shared while comm_ is in use, exclusive for ncclCommAbort (Note [Abort versus enqueue] in
+  // docs/nccl_communicator.md).
   std::shared_mutex life_mu_;
 };
 

@@ -1,42 +1,18 @@
 // File: ops/nccl/nccl_communicator.h
 //
-// NCCL communicators behind GpuCommunicator (ops/gpu_platform.h). CudaPlatform
-// (ops/cuda/cuda_platform.h) hands them out; nothing else should need this header. It does not
-// include nccl.h: the class lives in the .cc.
-//
-//   absl::StatusOr<std::string> id = NewNcclUniqueId();                  // on rank 0
-//   ... send *id to every member ...
-//   absl::StatusOr<std::unique_ptr<GpuCommunicator>> comm =
-//       CreateNcclCommunicator(*id, size, rank, device);                 // on every member
-//
-// How the collectives map onto NCCL (every member must issue the same calls in the same order):
-//   Allreduce      ncclAllReduce
-//   Allgatherv     ncclAllGather when every rank's block has the same size, else one
-//                  ncclBroadcast per non-empty block (rooted at its owner) in one group
-//   Broadcast      ncclBroadcast in place
-//   Alltoallv      ncclSend/ncclRecv per non-empty block in one group
-//   ReduceScatter  ncclReduceScatter when every block has the same count, else one ncclReduce
-//                  per non-empty block (rooted at its owner) in one group
-// Byte-moving collectives move ncclUint8. Reductions take uint8, int8, int32, int64, float16,
-// bfloat16, float32 and float64 with sum, min, max and product; int16 (NCCL has no 16-bit
-// integer type), bool, average and adasum are InvalidArgument.
-//
-// Errors: the failing call and NCCL's strings (ncclGetErrorString, ncclGetLastError), as
-// Unavailable for ncclRemoteError, ncclSystemError and ncclInternalError (a peer or the network
-// failed), InvalidArgument for ncclInvalidArgument and ncclInvalidUsage, Internal otherwise.
-// After Abort every collective and AsyncError fail with Unavailable.
-//
-// Note [Abort versus enqueue]: ncclCommAbort frees the communicator, so it must not run while
-// another thread is inside an NCCL call on it. Collectives and AsyncError hold a shared lock
-// while they use the ncclComm_t, Abort takes it exclusively after marking the communicator
-// aborted: a collective that starts afterwards fails without touching NCCL, and Abort waits
-// for an enqueue already in progress to return. Enqueues return without waiting for the
-// device; the one place a blocking communicator can wait on peers on the host is the lazy
-// connection setup of a point-to-point group (Alltoallv, unequal Allgatherv/ReduceScatter), so
-// an Abort issued while such a setup waits for a dead peer waits with it.
-//
+// NCCL communicators behind GpuCommunicator (ops/gpu_platform.h); CudaPlatform
+// (ops/cuda/cuda_platform.h) hands them out, nothing else should need this header (it does not
+// include nccl.h: the class lives in the .cc). Every member must issue the same calls in the
+// same order. Reductions: uint8, int8, int32, int64, float16, bfloat16, float32, float64 with
+// sum, min, max, product; int16, bool, average and adasum are InvalidArgument.
+// Errors name the failing call and carry NCCL's strings: Unavailable for ncclRemoteError,
+// ncclSystemError and ncclInternalError (a peer or the network failed), InvalidArgument for
+// ncclInvalidArgument and ncclInvalidUsage, Internal otherwise. After Abort every collective
+// and AsyncError fail with Unavailable. The NCCL calls behind each collective:
+// docs/nccl_communicator.md.
 // Thread-safety: as GpuCommunicator: the collectives from one thread; AsyncError and Abort from
-// any thread.
+// any thread. Abort waits for an enqueue in progress (Note [Abort versus enqueue] in
+// docs/nccl_communicator.md).
 #ifndef CHORUS_OPS_NCCL_NCCL_COMMUNICATOR_H_
 #define CHORUS_OPS_NCCL_NCCL_COMMUNICATOR_H_
 

@@ -1,29 +1,10 @@
 // File: ops/ucx/tag_transport.h
 //
 // Point-to-point tagged messaging among the ranks 0 .. size()-1 of one world: the layer the UCX
-// collective algorithms (ops/ucx/algorithms/) are written on. Implementations: UcxTransport (UCP
-// tag messaging, ops/ucx/ucx_transport.h), InMemoryTransport (N ranks as N threads, for unit
-// tests, ops/ucx/testing/) and TagTransportView (a process set's ranks and a private tag space
-// on top of a world transport, ops/ucx/tag_transport_view.h).
-//
-// Contract:
-// - Isend/Irecv start one message and return its RequestId; Wait(ids) blocks until every listed
-//   request is finished, driving progress itself (there is no background progress thread).
-// - A buffer passed to Isend stays valid and unmodified, and one passed to Irecv stays valid and
-//   unread, until Wait has returned for its id. Wait releases every id it is given, whatever
-//   the outcome; an id is waited on exactly once. Requests never waited on are cancelled when the
-//   transport is destroyed.
-// - A receive matches a message from `peer` with the same tag. The message must be exactly
-//   `bytes` long; any other length is an Internal error (the ranks disagree on a protocol).
-// - Ordering: messages from one rank to another with the same tag are matched in the order they
-//   were sent, to receives in the order they were posted (Note [One tag per collective] in
-//   ops/ucx/algorithms/common.h relies on this).
-// - Zero-byte messages are allowed (`data` may then be null). A rank may message itself.
-// - Errors: Unavailable when a peer is lost (the message names its world rank), Internal for a
-//   transport failure or a desynchronised protocol, InvalidArgument for a bad peer, tag or id
-//   (detected locally, before anything is sent). For UcxTransport an error from Wait is final:
-//   every later call fails with the same status, since a world that lost a rank must be formed
-//   again (with a new transport).
+// collective algorithms (ops/ucx/algorithms/) are written on. Implementations: UcxTransport
+// (ops/ucx/ucx_transport.h), InMemoryTransport (N ranks as N threads, for unit tests,
+// ops/ucx/testing/) and TagTransportView (a process set's ranks and a private tag space on top
+// of a world transport, ops/ucx/tag_transport_view.h). The contract of each call is on the call.
 //
 // Thread-safety: thread-compatible: one thread at a time (the runtime's background thread).
 #ifndef CHORUS_OPS_UCX_TAG_TRANSPORT_H_
@@ -58,13 +39,27 @@ class TagTransport {
   // The largest tag Isend/Irecv accept (tags are 0 .. max_tag()).
   virtual uint64_t max_tag() const = 0;
 
-  // Starts sending `bytes` bytes at `data` to `peer`.
+  // Starts sending `bytes` bytes at `data` to `peer` (this rank included; zero bytes allowed,
+  // `data` may then be null). The buffer stays valid and unmodified until Wait has returned for
+  // the id. Messages from one rank to another with the same tag are matched in the order they
+  // were sent, to receives in the order they were posted (Note [One tag per collective] in
+  // ops/ucx/algorithms/common.h relies on this). InvalidArgument for a bad peer or tag
+  // (detected locally, before anything is sent).
   virtual absl::StatusOr<RequestId> Isend(int peer, uint64_t tag, const void* data,
                                           int64_t bytes) = 0;
-  // Starts receiving a message of exactly `bytes` bytes from `peer` into `data`.
+  // Starts receiving a message of exactly `bytes` bytes from `peer` with the same tag into
+  // `data`, which stays valid and unread until Wait has returned for the id. A message of any
+  // other length fails the receive with Internal (the ranks disagree on a protocol).
+  // InvalidArgument for a bad peer or tag.
   virtual absl::StatusOr<RequestId> Irecv(int peer, uint64_t tag, void* data, int64_t bytes) = 0;
-  // Blocks until every request in `ids` is finished and releases them all. Returns the first
-  // error (see the file comment), OK when all succeeded.
+  // Blocks until every request in `ids` is finished, driving progress itself (there is no
+  // background progress thread), and releases them all, whatever the outcome: an id is waited
+  // on exactly once. Requests never waited on are cancelled when the transport is destroyed.
+  // Returns OK when all succeeded, else the first error: Unavailable when a peer is lost (the
+  // message names its world rank), Internal for a transport failure or a desynchronised
+  // protocol, InvalidArgument for a bad id. For UcxTransport an error is final: every later
+  // call fails with the same status, since a world that lost a rank must be formed again (with
+  // a new transport).
   virtual absl::Status Wait(absl::Span<const RequestId> ids) = 0;
 };
 

@@ -2,18 +2,12 @@
 //
 // CollectiveBackend over a TagTransport (in production a TagTransportView of one process set on
 // the process's UcxTransport): the CPU data plane of MPI-less launches. Each call runs one
-// algorithm of ops/ucx/algorithms/ chosen by message size, with one fresh tag per call
-// (Note [One tag per collective] in ops/ucx/algorithms/common.h):
-//   Allreduce      recursive doubling up to recursive_doubling_max_bytes, else ring
-//   Allgatherv     ring
-//   Broadcast      binomial tree up to tree_broadcast_max_bytes, else pipelined chain
-//   Alltoallv      pairwise exchange
-//   ReduceScatter  ring (uneven blocks)
-//   Barrier        dissemination
+// algorithm of ops/ucx/algorithms/, chosen by message size (table in docs/ucx_transport.md),
+// with one fresh tag per call (Note [One tag per collective] in ops/ucx/algorithms/common.h).
 // Semantics are MpiBackend's (ops/collective_backend.h), except that there is no INT_MAX limit
 // on counts. Arguments are validated before anything is sent; they are identical on every rank
 // (negotiated), so every rank rejects them alike and nobody is left waiting. Reductions are
-// bitwise identical on every rank (Note [Bitwise-identical results]).
+// bitwise identical on every rank (Note [Bitwise-identical results] in common.h).
 //
 // Errors: InvalidArgument for bad arguments; Unavailable (lost peer) and Internal from the
 // transport, after which the transport (and so this backend) is unusable.
@@ -30,9 +24,9 @@
 
 namespace chorus::ops {
 
-// Defaults measured on one host (2 ranks, shared memory, float32 sum): recursive doubling beats
-// the ring up to 64 KiB (16 KiB: 6.6 us against 15 us) and ties it there; 256 KiB pieces beat
-// 1 MiB ones at 4 MiB (457 us against 502 us), the size the executor's pipeline hands over.
+// Defaults chosen by measurement on one host (2 ranks, shared memory, float32 sum; figures in
+// docs/perf.md): recursive doubling beats the ring up to 64 KiB and ties it there; 256 KiB
+// pieces beat 1 MiB ones at 4 MiB, the size the executor's pipeline hands over.
 struct UcxBackendOptions {
   // Allreduces of at most this many bytes use recursive doubling (latency log2 n), larger ones
   // the ring (bandwidth 2 (n-1)/n of the data per rank).

@@ -1,45 +1,16 @@
 // File: ops/ucx/ucx_transport.h
 //
-// UcxTransport: the TagTransport of MPI-less launches, on UCP tag messaging. One ucp_context and
-// one ucp_worker per transport (per process in production), one endpoint per rank of the world.
-//
-// Lifecycle (Note [Forming a UCX world]):
-//   1. Create() opens UCX; WorkerAddress() is this worker's address, to publish.
-//   2. The caller exchanges addresses with every rank (runtime/ucx/address_exchange.h).
-//   3. Connect(rank, addresses) creates the endpoints (local, non-blocking: UCX wires them up on
-//      first use); the transport is then usable. UcxController runs a barrier next.
-// A world that loses a rank is not repaired: form a new one with a new transport.
-//
-// Tags: a UCP tag is (TagTransport tag << kSenderBits) | sender rank, and receives match it
-// exactly (full mask), so a receive from rank p matches only p's messages. UCP matches messages
-// of one endpoint in order, which gives TagTransport's ordering.
-//
-// Note [UCX peer failure and shared memory]: UCX 1.13 implements UCP_ERR_HANDLING_MODE_PEER
-// (UCX reports a lost peer through the endpoint's error callback: connection reset, keepalive)
-// only on network transports; its shared-memory transports have "no peer failure handler", so an
-// endpoint with that mode to a rank on the same host runs over TCP loopback: measured here 7.6 us
-// per 1 KiB exchange and 1.5 GB/s for 4 MiB, against 0.27 us and 8.6 GB/s over shared memory.
-// Hence PeerErrorHandling::kRemotePeers (the default): mode PEER to ranks on other hosts, mode
-// NONE (shared memory) to ranks on this host, whose loss is caught by the no-progress bound
-// below (and by the error callback where UCX still reports it). kAllPeers asks for PEER
-// everywhere. "Same host" means same host name and kernel boot id, carried in WorkerAddress().
-//
-// No-progress bound: a Wait in which none of its requests finishes for `no_progress_timeout`
-// fails with Unavailable naming the ranks it was waiting on, so a dead peer that UCX does not
-// report cannot hang the job.
-//
-// Errors are final (ops/ucx/tag_transport.h): the first error from Wait cancels every request,
-// force-closes every endpoint and makes every later call return that error.
-//
-// UCX's memory hooks (libucm intercepts mmap & co. to keep its RDMA registration caches valid)
-// are installed when the library is loaded, configured only by UCX's own UCX_MEM_* variables.
-// ThreadSanitizer runs need UCX_MEM_MMAP_HOOK_MODE=none: the hooks crash TSan at thread start in
-// any binary linking UCX, whether or not it uses it.
-//
-// Threading: UCS_THREAD_MODE_SERIALIZED: one thread at a time, not necessarily the creating one
-// (the runtime creates the controller on the thread calling Init and then hands it to its
-// background thread). UCX serialized mode takes no locks. No UCX progress thread: Wait drives
-// progress by polling ucp_worker_progress.
+// UcxTransport: the TagTransport of MPI-less launches, on UCP tag messaging (one UCP context and
+// worker per transport, one endpoint per rank). Usable once Connect has every rank's
+// WorkerAddress(); a world that loses a rank is not repaired: form a new one with a new
+// transport (Note [Forming a UCX world] in docs/ucx_transport.md).
+// Guarantees: TagTransport's matching and ordering; a Wait in which no request finishes for
+// `no_progress_timeout` fails with Unavailable naming the ranks it waited on, so a dead peer UCX
+// does not report cannot hang the job; errors are final (the first error from Wait cancels
+// every request, force-closes every endpoint and is returned by every later call).
+// Threading: one thread at a time, not necessarily the creating one (UCS_THREAD_MODE_SERIALIZED,
+// no locks); no progress thread: Wait polls. Tags, peer-failure handling, UCX's memory hooks
+// (TSan needs UCX_MEM_MMAP_HOOK_MODE=none): docs/ucx_transport.md.
 #ifndef CHORUS_OPS_UCX_UCX_TRANSPORT_H_
 #define CHORUS_OPS_UCX_UCX_TRANSPORT_H_
 
@@ -58,7 +29,8 @@
 
 namespace chorus::ops {
 
-// Which endpoints ask UCX to report a lost peer (Note [UCX peer failure and shared memory]).
+// Which endpoints ask UCX to report a lost peer (Note [UCX peer failure and shared memory] in
+// docs/ucx_transport.md).
 enum class PeerErrorHandling {
   kRemotePeers,  // ranks on other hosts; ranks on this host use shared memory
   kAllPeers,     // every rank (ranks on this host then use TCP loopback)

@@ -37,7 +37,8 @@ std::string Describe(const Response& response) {
 
 }  // namespace
 
-// Note [GPU launch]: one Launcher enqueues one response on one lane and fills a GpuBatch.
+// Note [GPU launch] (docs/gpu.md): one Launcher enqueues one response on one lane and fills a
+// GpuBatch.
 class GpuDataPlane::Launcher {
  public:
   // `alltoall_rows`: an alltoall's rows received from each rank (exchanged beforehand).
@@ -412,7 +413,7 @@ absl::Status GpuDataPlane::Launch(const Response& response, int32_t set_id,
   batch.entries = std::move(entries);
 
   // First the parts that talk over the set's CPU backend. Every member runs them whatever its
-  // own state, or a member would wait there forever (Note [GPU launch]).
+  // own state, or a member would wait there forever (Note [GPU launch] in docs/gpu.md).
   absl::StatusOr<Lane*> lane = GetLane(set_id, device, set_backend);
   std::vector<int64_t> alltoall_rows;
   if (response.type == OpType::kAlltoall) {

@@ -1,30 +1,13 @@
 // File: runtime/gpu/gpu_data_plane.h
 //
-// The GPU half of the data plane, owned by the background loop: for each (process set, stream
-// index) a Lane with a chorus stream, a communicator and a device fusion buffer, all created on
-// first use; and the completion thread that finishes launched batches.
-//
-// Launching one fused response on GPU tensors (Note [GPU launch]):
-//   1. pick the lane: the set's responses take its CHORUS_NUM_NCCL_STREAMS lanes in turn (the
-//      same on every rank, since every rank launches the same responses in the same order);
-//   2. the lane's stream waits on each tensor's ready event (recorded on the framework's
-//      stream at Enqueue), so chorus never reads a tensor before the framework wrote it;
-//   3. copy-in (ONE batched-copy launch for the whole batch, prescale fused in), ONE
-//      collective on the communicator, copy-out (ONE launch, postscale and Average fused in);
-//      a single tensor skips the fusion buffer;
-//   4. a done event is recorded and the batch goes to the completion thread, which fires the
-//      callbacks once the event has passed. The background loop never waits for the device.
-//
-// Communicator set-up (first launch on a lane) is collective over the set: the members agree
-// over the set's CPU backend that each has its stream, set rank 0 creates the communicator id
-// and broadcasts it over the same backend, then every member joins (ncclCommInitRank).
-//
-// Failures: the CPU-side parts of a launch (communicator set-up, alltoall row counts) run on
-// every member whatever its state, so no member waits for another there. A device-side failure
-// (a launch error, an asynchronous NCCL error, a faulted or stuck batch found by the
-// completion thread) fails the GPU data plane (failure()): every communicator is aborted and
-// every batch in flight fails with Unavailable; the background loop then stops every rank in
-// the same cycle.
+// The GPU half of the data plane, owned by the background loop: per (process set, stream index)
+// a Lane (a chorus stream, a communicator, a device fusion buffer) created on first use, and the
+// completion thread that finishes launched batches. A launch reads a tensor only after its
+// ready event and never waits for the device; the parts of it that talk over the set's CPU
+// backend run on every member whatever its state, so no member waits for another there. A
+// device-side failure fails the whole GPU data plane (failure()): every communicator is
+// aborted and every batch in flight fails with Unavailable. Protocol: Note [GPU launch] in
+// docs/gpu.md.
 //
 // Thread-safety: Launch, Fail and the destructor run on the background thread; failure() is
 // thread-safe. Callbacks of GPU ops run on the completion thread.

@@ -1,7 +1,7 @@
 // File: runtime/ucx/address_exchange.h
 //
 // How the ranks of a UCX world learn each other's worker addresses: the rendezvous step of
-// MPI-less and elastic launches (Note [Forming a UCX world] in ops/ucx/ucx_transport.h). The
+// MPI-less and elastic launches (Note [Forming a UCX world] in docs/ucx_transport.md). The
 // launcher's rendezvous client implements it; tests implement it in memory.
 //
 // Thread-safety: an implementation is used by one thread at a time.

@@ -2,26 +2,14 @@
 //
 // The worker side of the rendezvous service of MPI-less launches (the server runs in chorusrun:
 // launcher/rendezvous_server.h; the protocol is proto/rendezvous.proto): publish this process's
-// UCX worker address, fetch everyone else's.
-//
-//   CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<RendezvousClient> client,
-//                           RendezvousClient::Create(config.rendezvous_addr,
-//                                                    config.rendezvous_secret));
-//   RendezvousAddressExchange exchange(std::move(client), config.rendezvous_scope,
-//                                      config.launch_rank, config.launch_size,
-//                                      config.start_timeout);
-//   CHORUS_ASSIGN_OR_RETURN(std::vector<std::string> addresses, exchange.AllGather(mine));
-//
-// Every call sends the job's secret in the clear over plain TCP (the job's network is trusted).
-//
+// UCX worker address, fetch everyone else's. Every call sends the job's secret in the clear
+// over plain TCP (the job's network is trusted). No call waits longer than its timeout plus the
+// client's call_timeout.
 // Errors (absl codes equal gRPC's; every message names the server's address and what failed):
-// - Unavailable "rendezvous at host:port unreachable: ..." when no connection can be made (a
-//   refused connection fails at once; one that never completes fails at the call's deadline),
-//   or "... is shutting down" when the server stops while a Get waits.
-// - DeadlineExceeded when a Get's timeout passes first, naming the keys not yet published.
-// - Unauthenticated for a wrong secret; InvalidArgument / ResourceExhausted / AlreadyExists as
-//   the server answers them (see launcher/rendezvous_server.h).
-// No call waits longer than its timeout plus the client's call_timeout.
+// Unavailable when no connection can be made or the server shuts down while a Get waits;
+// DeadlineExceeded when a Get's timeout passes first, naming the keys not yet published;
+// Unauthenticated for a wrong secret; InvalidArgument / ResourceExhausted / AlreadyExists as the
+// server answers them. The messages, and a usage example: docs/launcher.md.
 //
 // Thread-safety: thread-safe (calls from several threads run concurrently).
 #ifndef CHORUS_RUNTIME_UCX_RENDEZVOUS_CLIENT_H_

@@ -1,26 +1,16 @@
 // File: runtime/ucx/ucx_controller.h
 //
-// Controller over UCX, for MPI-less and elastic launches: the control plane and every process
-// set's data plane run on one world transport (ops/ucx/ucx_transport.h), each in its own tag
-// space (ops/ucx/tag_transport_view.h): space 0 for the control plane, 1, 2, ... for the data
-// planes in CreateBackend order (the same order on every rank, so the same space everywhere).
-//
-//   GatherToRoot       every rank sends its length and bytes to rank 0 (linear)
-//   BroadcastFromRoot  the length by binomial tree, then the bytes (tree or chain by size)
-//   AllreduceBitAnd    recursive doubling (ring for long vectors)
-//   Barrier            dissemination
-//   CreateBackend      a UcxBackend on a view of the set's ranks; no communication
-//
-// Forming the world (Note [Forming a UCX world] in ops/ucx/ucx_transport.h): Create() publishes
-// the transport's address through an AddressExchange (the launcher's rendezvous), connects to
-// every rank and runs a barrier. The topology (local and cross ranks) is the caller's: the
-// rendezvous knows which host each rank runs on.
+// Controller over UCX, for MPI-less and elastic launches: the control plane (tag space 0) and
+// every process set's data plane (spaces 1, 2, ... in CreateBackend order, the same on every
+// rank) share one world transport (ops/ucx/ucx_transport.h). Create() forms the world (Note
+// [Forming a UCX world] in docs/ucx_transport.md); the topology is the caller's.
 //
 // Lifetime: backends share ownership of the world transport, so they may outlive the controller.
 // Errors: as Controller; after an Unavailable or Internal error the world is unusable (the
 // transport's errors are final) and a new controller must be formed.
 // Thread-safety: thread-compatible: one thread at a time (the background thread once running),
 // shared with the backends it created (all drive the same transport).
+// Which algorithm each control collective runs: docs/ucx_transport.md.
 #ifndef CHORUS_RUNTIME_UCX_UCX_CONTROLLER_H_
 #define CHORUS_RUNTIME_UCX_UCX_CONTROLLER_H_
 

@@ -454,7 +454,7 @@ TEST_CASE("a large tensor reduced in place is moved onto huge pages, its values 
           "[mpi][allreduce][large][huge_pages]") {
   const Topology topo = InitAndTopology();
   // 12 MiB of float32 three pages into an anonymous mapping of its own, not 2 MiB-aligned (as a
-  // malloc'd tensor): Note [Huge pages for large tensors] in runtime/huge_pages.h.
+  // malloc'd tensor): Note [Huge pages for large tensors] in docs/fusion.md.
   constexpr size_t kBytes = size_t{12} << 20;
   void* map = mmap(nullptr, kBytes + 4 * 4096, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

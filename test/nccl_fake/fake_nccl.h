@@ -1,26 +1,9 @@
 // File: test/nccl_fake/fake_nccl.h
 //
 // Recording fakes of the NCCL and CUDA runtime symbols ops/nccl/nccl_communicator.cc calls, so
-// the communicator's mapping onto NCCL (which calls, which arguments, which order, which errors)
-// is tested on a machine without a GPU and with any number of "peers". fake_nccl.cc defines
-// the extern "C" functions of nccl.h and cuda_runtime_api.h the communicator uses; a binary
-// links it INSTEAD of libnccl and libcudart (the real headers are still the ones compiled
-// against).
-//
-// Every NCCL call (except ncclGetErrorString and ncclGetLastError) appends one line to Calls():
-//   "ncclAllReduce send=0x100 recv=0x200 count=5 type=ncclBfloat16 op=ncclMax comm=1 stream=0x9
-//    dev=3"
-// (one line, no break): the arguments by name, `comm` the number of the communicator
-// ncclCommInitRank handed out (1, 2, ... since Reset; "comm=1(dead)" once it was destroyed or
-// aborted), `dev` the calling thread's current device (cudaSetDevice is per thread, as in
-// CUDA). A pointer inside a buffer registered with RegisterBuffer prints as "name+offset"
-// ("name+offset(overflow)" when the call's extent runs past the buffer's end: count elements,
-// times the communicator's size for ncclAllGather's recv and ncclReduceScatter's send, and none
-// for the rooted buffer of ncclBroadcast / ncclReduce on a rank other than the root, which NCCL
-// does not touch), any other as hex.
-// An ncclCommAbort or ncclCommDestroy issued while another call on the same communicator has
-// not returned yet (e.g. one blocked in a hook) ends in "(while 1 other call(s) are in
-// flight)". CUDA calls go to CudaCalls(), NCCL error-string queries to LastErrorQueries().
+// its mapping onto NCCL is tested without a GPU and with any number of "peers"
+// (docs/nccl_communicator.md). A binary links fake_nccl.cc INSTEAD of libnccl and libcudart;
+// the real headers are still the ones compiled against.
 //
 // Thread-safety: every function may be called from any thread; the state is one process-wide
 // instance behind a mutex. Hooks run outside that mutex.
@@ -43,7 +26,21 @@ namespace chorus::test::fake_nccl {
 void Reset();
 
 // The recorded NCCL calls, oldest first; ClearCalls forgets them (and the CUDA calls and
-// error-string queries) but nothing else.
+// error-string queries) but nothing else. Every NCCL call except ncclGetErrorString and
+// ncclGetLastError is one line, the arguments by name:
+//   "ncclAllReduce send=0x100 recv=0x200 count=5 type=ncclBfloat16 op=ncclMax comm=1 stream=0x9
+//    dev=3"
+// (one line, no break). `comm` is the number of the communicator ncclCommInitRank handed out
+// (1, 2, ... since Reset; "comm=1(dead)" once it was destroyed or aborted), `dev` the calling
+// thread's current device (cudaSetDevice is per thread, as in CUDA). A pointer inside a buffer
+// registered with RegisterBuffer prints as "name+offset" ("name+offset(overflow)" when the
+// call's extent runs past the buffer's end: count elements, times the communicator's size for
+// ncclAllGather's recv and ncclReduceScatter's send, and none for the rooted buffer of
+// ncclBroadcast / ncclReduce on a rank other than the root, which NCCL does not touch), any
+// other as hex. An ncclCommAbort or ncclCommDestroy issued while another call on the same
+// communicator has not returned yet (e.g. one blocked in a hook) ends in "(while 1 other
+// call(s) are in flight)". CUDA calls go to CudaCalls(), NCCL error-string queries to
+// LastErrorQueries().
 std::vector<std::string> Calls();
 std::vector<std::string> CudaCalls();
 // The `comm` of every ncclGetLastError call, as Calls() prints it ("null" for nullptr).

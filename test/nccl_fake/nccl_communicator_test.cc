@@ -668,7 +668,7 @@ TEST_CASE("Abort from another thread makes the communicator's device current the
   CHECK(device_after == 0);  // that thread's device back
 }
 
-// Note [Abort versus enqueue] (ops/nccl/nccl_communicator.h), made deterministic: the enqueue
+// Note [Abort versus enqueue] (docs/nccl_communicator.md), made deterministic: the enqueue
 // blocks inside ncclAllReduce until the test releases it.
 TEST_CASE("Abort waits for an enqueue in progress; AsyncError does not", "[nccl_fake]") {
   auto comm = Join(2, 0, 1);

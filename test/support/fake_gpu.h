@@ -2,22 +2,11 @@
 //
 // A GpuPlatform (ops/gpu_platform.h) without a GPU, for the unit tier: the runtime's whole GPU
 // path (ready events, lanes, fusion copies, communicators, the completion thread, failures)
-// runs against it with N simulated ranks in one process.
-//
-// - "Device memory" is host memory from Allocate (tracked, so tests can tell outputs live on
-//   the device and that nothing leaks).
-// - Every stream (CreateStream, and the null stream) is a worker thread running its work in
-//   order, so stream work really is asynchronous to the caller. Events follow CUDA's rules:
-//   RecordEvent captures the work queued so far, StreamWaitEvent holds later work until that
-//   work ran, EventDone is true once it ran.
-// - EnqueueCopy runs the plan with the host reference executor (ops/cuda/batched_copy_reference.h,
-//   bit for bit what the kernels produce); EnqueueFillIdentity with ops::FillIdentity.
-// - Communicators created with the same id by the platforms of one FakeGpuCluster (one platform
-//   per simulated rank) meet in process memory; a collective runs on the stream's worker when
-//   it gets there, blocking that stream until every member's matching call arrived, as NCCL.
-//
-// Fault injection on the cluster: HoldCollectives (collectives block: a stuck peer),
-// InjectAsyncError (AsyncError reports it: an NCCL failure), FailAllocations.
+// runs against it with N simulated ranks in one process. It keeps CUDA's ordering rules (each
+// stream a worker thread running its work in order; events as in CUDA), NCCL's blocking rule
+// (a collective waits for every member's matching call) and the kernels' exact results (the
+// host reference executor); how it models each: docs/gpu.md. Faults are injected on the
+// cluster (HoldCollectives, InjectAsyncError, FailAllocations).
 //
 // Thread-safety: thread-safe, like every GpuPlatform.
 #ifndef CHORUS_TEST_SUPPORT_FAKE_GPU_H_

@@ -5,8 +5,8 @@
 // forwarding a piece as soon as it has it. Every rank sends and receives the message once, so
 // the time is about (n - 2 + pieces) piece transfers, close to one message transfer when the
 // message has many pieces, where the binomial tree takes ceil(log2 n) message transfers (its
-// root sends the whole message that many times). Measured on this project's 2-core machine the
-// two tie at 3 ranks (4 MiB: 462 us chain, 467 us tree); the chain's advantage needs more ranks.
+// root sends the whole message that many times). On this project's 2-core machine the two tie
+// at 3 ranks (figures in docs/perf.md); the chain's advantage needs more ranks.
 // Note [One tag per collective]: each rank sends only to its successor, pieces in order.
 //
 // Thread-safety: thread-compatible; uses the transport from the calling thread.

@@ -64,7 +64,7 @@ absl::Status RingReduceScatter::Run(const void* local, void* work, absl::Span<co
   }
 
   // Pieces arrive in `depth` cache-resident scratch slots, so at most depth receives from the
-  // predecessor are posted at a time (Note [Ring scratch slots]).
+  // predecessor are posted at a time (Note [Ring scratch slots] in docs/ucx_transport.md).
   const size_t depth = static_cast<size_t>(std::max(1, options_.depth));
   const int64_t slot_bytes = largest * elem;
   std::vector<std::byte> scratch(depth * static_cast<size_t>(slot_bytes));

@@ -5,18 +5,11 @@
 // r - 1, which it combines with its own. After the last step rank r holds block r reduced over
 // all ranks. Each block is reduced once, along the chain that starts at its owner's successor
 // (Note [Bitwise-identical results] in common.h). Bandwidth-optimal: each rank sends and
-// receives (n - 1) / n of the data once.
-//
-// Pipelining: a block is cut into pieces of at most `piece_bytes`; a piece received at step s
-// is reduced and forwarded at step s + 1 while later pieces are still arriving.
+// receives (n - 1) / n of the data once. At most `depth` receives are posted at a time, and the
+// bits do not depend on whether a rank reduces in place (Note [Ring scratch slots] in
+// docs/ucx_transport.md).
 // Note [One tag per collective]: rank r sends to r + 1 only, in step-then-piece order, and
 // rank r + 1 posts its receives from r in the same order.
-//
-// Note [Ring scratch slots]: pieces from the predecessor are received into `depth` scratch slots
-// of one piece each (cache-resident), never straight into `work`, and combined from there as
-// op(mine, predecessor's), in place or not (out of place this rank's piece is first copied from
-// `local` into `work`). So at most `depth` receives are posted at a time, and the bits do not
-// depend on whether a rank reduces in place.
 //
 // Thread-safety: thread-compatible; uses the transport from the calling thread.
 #ifndef CHORUS_OPS_UCX_ALGORITHMS_RING_REDUCE_SCATTER_H_
