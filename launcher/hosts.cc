@@ -15,31 +15,6 @@
 namespace chorus::launcher {
 namespace {
 
-constexpr int kMaxSlots = 1000000;
-
-bool ValidHostName(absl::string_view host) {
-  if (host.empty()) return false;
-  for (char c : host) {
-    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_') {
-      return false;
-    }
-  }
-  return true;
-}
-
-bool ParseSlots(absl::string_view text, int* slots) {
-  int value = 0;
-  if (text.empty() || !absl::SimpleAtoi(text, &value) || value < 1 || value > kMaxSlots) {
-    return false;
-  }
-  // SimpleAtoi accepts a leading '+' and surrounding spaces; a slot count is plain digits.
-  for (char c : text) {
-    if (!absl::ascii_isdigit(static_cast<unsigned char>(c))) return false;
-  }
-  *slots = value;
-  return true;
-}
-
 absl::Status CheckUnique(const std::vector<HostSlots>& hosts, absl::string_view where) {
   std::set<std::string> seen;
   for (const HostSlots& h : hosts) {
@@ -53,6 +28,29 @@ absl::Status CheckUnique(const std::vector<HostSlots>& hosts, absl::string_view 
 
 }  // namespace
 
+bool IsValidHostName(absl::string_view host) {
+  if (host.empty()) return false;
+  for (char c : host) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_') {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool ParseSlotCount(absl::string_view text, int* slots) {
+  int value = 0;
+  if (text.empty() || !absl::SimpleAtoi(text, &value) || value < 1 || value > kMaxSlots) {
+    return false;
+  }
+  // SimpleAtoi accepts a leading '+' and surrounding spaces; a slot count is plain digits.
+  for (char c : text) {
+    if (!absl::ascii_isdigit(static_cast<unsigned char>(c))) return false;
+  }
+  *slots = value;
+  return true;
+}
+
 absl::StatusOr<std::vector<HostSlots>> ParseHosts(absl::string_view text) {
   std::vector<HostSlots> hosts;
   if (absl::StripAsciiWhitespace(text).empty()) {
@@ -62,8 +60,8 @@ absl::StatusOr<std::vector<HostSlots>> ParseHosts(absl::string_view text) {
     entry = absl::StripAsciiWhitespace(entry);
     const size_t colon = entry.rfind(':');
     HostSlots h;
-    if (colon == absl::string_view::npos || !ValidHostName(entry.substr(0, colon)) ||
-        !ParseSlots(entry.substr(colon + 1), &h.slots)) {
+    if (colon == absl::string_view::npos || !IsValidHostName(entry.substr(0, colon)) ||
+        !ParseSlotCount(entry.substr(colon + 1), &h.slots)) {
       return absl::InvalidArgumentError(absl::StrCat("malformed host '", entry, "' in '", text,
                                                      "'; expected host:slots with slots in [1, ",
                                                      kMaxSlots, "] (e.g. host1:2,host2:4)"));
@@ -88,7 +86,7 @@ absl::StatusOr<std::vector<HostSlots>> ParseHostfile(absl::string_view contents,
     const std::string where = absl::StrCat(file_name, ":", line_number, ": ");
     HostSlots h;
     h.slots = 1;
-    if (!ValidHostName(words[0])) {
+    if (!IsValidHostName(words[0])) {
       return absl::InvalidArgumentError(
           absl::StrCat(where, "malformed host name '", words[0], "'; expected 'host slots=N'"));
     }
@@ -99,7 +97,7 @@ absl::StatusOr<std::vector<HostSlots>> ParseHostfile(absl::string_view contents,
     }
     if (words.size() == 2) {
       absl::string_view value = words[1];
-      if (!absl::ConsumePrefix(&value, "slots=") || !ParseSlots(value, &h.slots)) {
+      if (!absl::ConsumePrefix(&value, "slots=") || !ParseSlotCount(value, &h.slots)) {
         return absl::InvalidArgumentError(absl::StrCat(
             where, "malformed '", words[1], "'; expected slots=N with N in [1, ", kMaxSlots, "]"));
       }

@@ -39,11 +39,6 @@ int Fail(int status, absl::string_view message) {
   return status;
 }
 
-std::string SignalName(int sig) {
-  const char* name = ::sigdescr_np(sig);
-  return absl::StrCat(sig, " (", name != nullptr ? name : "unknown signal", ")");
-}
-
 absl::StatusOr<std::string> CurrentDirectory() {
   std::vector<char> buffer(4096);
   while (::getcwd(buffer.data(), buffer.size()) == nullptr) {

@@ -106,6 +106,11 @@ void CloseFd(int* fd) {
 
 }  // namespace
 
+std::string SignalName(int sig) {
+  const char* name = ::sigdescr_np(sig);
+  return absl::StrCat(sig, " (", name != nullptr ? name : "unknown signal", ")");
+}
+
 WorkerGroup::WorkerGroup(WorkerGroupOptions options, OutputSink* sink)
     : options_(std::move(options)), sink_(sink) {}
 

@@ -50,6 +50,9 @@ struct WorkerExit {
   int shell_status() const { return signaled ? 128 + code : code; }
 };
 
+// "9 (Killed)": a signal's number and description, for messages.
+std::string SignalName(int sig);
+
 struct GroupResult {
   std::vector<WorkerExit> exits;  // by worker index
   // The first worker seen failing while the group was still running normally: the cause. Ends
