@@ -16,12 +16,18 @@ std::atomic<int> g_local_rank{-1};
 
 const char* LevelName(Level level) {
   switch (level) {
-    case Level::kTrace: return "TRACE";
-    case Level::kDebug: return "DEBUG";
-    case Level::kInfo: return "INFO";
-    case Level::kWarning: return "WARNING";
-    case Level::kError: return "ERROR";
-    case Level::kFatal: return "FATAL";
+    case Level::kTrace:
+      return "TRACE";
+    case Level::kDebug:
+      return "DEBUG";
+    case Level::kInfo:
+      return "INFO";
+    case Level::kWarning:
+      return "WARNING";
+    case Level::kError:
+      return "ERROR";
+    case Level::kFatal:
+      return "FATAL";
   }
   return "?";
 }

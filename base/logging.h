@@ -47,11 +47,9 @@ class LogMessage {
 #define CHORUS_LOG_LEVEL_WARNING ::chorus::log::Level::kWarning
 #define CHORUS_LOG_LEVEL_ERROR ::chorus::log::Level::kError
 
-#define CHORUS_LOG(severity)                                        \
-  if (!::chorus::log::Enabled(CHORUS_LOG_LEVEL_##severity)) {       \
-  } else                                                            \
-    ::chorus::log::LogMessage(CHORUS_LOG_LEVEL_##severity, __FILE__, \
-                              __LINE__)                             \
-        .stream()
+#define CHORUS_LOG(severity)                                  \
+  if (!::chorus::log::Enabled(CHORUS_LOG_LEVEL_##severity)) { \
+  } else                                                      \
+    ::chorus::log::LogMessage(CHORUS_LOG_LEVEL_##severity, __FILE__, __LINE__).stream()
 
 #endif  // CHORUS_BASE_LOGGING_H_

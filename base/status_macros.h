@@ -12,11 +12,11 @@
 #define CHORUS_STATUS_CONCAT_(a, b) CHORUS_STATUS_CONCAT_INNER_(a, b)
 
 // Returns from the enclosing function if `expr` (an absl::Status) is not OK.
-#define CHORUS_RETURN_IF_ERROR(expr)                                   \
-  do {                                                                 \
-    if (::absl::Status chorus_st_ = (expr); !chorus_st_.ok()) {        \
-      return chorus_st_;                                               \
-    }                                                                  \
+#define CHORUS_RETURN_IF_ERROR(expr)                            \
+  do {                                                          \
+    if (::absl::Status chorus_st_ = (expr); !chorus_st_.ok()) { \
+      return chorus_st_;                                        \
+    }                                                           \
   } while (0)
 
 // `lhs = value of rexpr` (an absl::StatusOr<T>), or returns its error.

@@ -114,13 +114,15 @@ int ParseArgs(int argc, char** argv, bool verbose, Args& args) {
                   "Also time the buffer in 1..32 MiB pieces, one MPI_Allreduce each");
   steps->add_option("--json", args.json_path, "Also write the results to FILE as JSON")
       ->type_name("FILE");
-  steps->add_option("--timeline", st.timeline_path,
-                    "Also time chorus steps recording a timeline into FILE (rank 0; the file "
-                    "keeps the last recorded step): the timeline's overhead")
+  steps
+      ->add_option("--timeline", st.timeline_path,
+                   "Also time chorus steps recording a timeline into FILE (rank 0; the file "
+                   "keeps the last recorded step): the timeline's overhead")
       ->type_name("FILE");
-  steps->add_flag("--compare-controllers", st.compare_controllers,
-                  "Also time chorus on the UCX controller (the MPI-less data plane), re-initialised "
-                  "before each such step: UCX against MPI in the same run");
+  steps->add_flag(
+      "--compare-controllers", st.compare_controllers,
+      "Also time chorus on the UCX controller (the MPI-less data plane), re-initialised "
+      "before each such step: UCX against MPI in the same run");
 
   try {
     app.parse(argc, argv);

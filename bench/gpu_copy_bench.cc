@@ -59,7 +59,6 @@ struct Args {
   std::string json_path;
 };
 
-
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();

@@ -103,7 +103,6 @@ struct Args {
   std::string json_path;
 };
 
-
 // Percentile `q` in [0, 1] of non-empty `v`, interpolating between neighbours.
 double Percentile(std::vector<double> v, double q) {
   std::sort(v.begin(), v.end());

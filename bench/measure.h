@@ -15,8 +15,8 @@
 #include "absl/status/statusor.h"
 #include <mpi.h>
 
-#include "ops/mpi/mpi_datatypes.h"
 #include "base/status_macros.h"
+#include "ops/mpi/mpi_datatypes.h"
 
 namespace chorus::bench {
 

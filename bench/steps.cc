@@ -17,12 +17,12 @@
 #include "absl/strings/str_cat.h"
 #include <mpi.h>
 
+#include "base/status_macros.h"
 #include "bench/measure.h"
 #include "bench/tensor_sets.h"
 #include "chorus/chorus.h"
 #include "chorus/types.h"
 #include "ops/mpi/mpi_datatypes.h"
-#include "base/status_macros.h"
 #include <nlohmann/json.hpp>
 
 namespace chorus::bench {
@@ -198,8 +198,8 @@ std::vector<Config> MakeConfigs(StepBench& bench, bool chunk_sweep,
                        [] { return StopTimeline(); }});
   }
   if (compare_controllers) {
-    configs.push_back({"chorus_ucx", absl::StrCat("chorus on UCX: ", n, " x Average allreduce"),
-                       n, true, [&bench] { return bench.ChorusStep(); },
+    configs.push_back({"chorus_ucx", absl::StrCat("chorus on UCX: ", n, " x Average allreduce"), n,
+                       true, [&bench] { return bench.ChorusStep(); },
                        [&bench] { return Reinit(bench, "ucx", 2); },
                        [&bench] { return Reinit(bench, "mpi", 2); }});
   }
@@ -256,9 +256,8 @@ absl::StatusOr<nlohmann::json> RunSteps(const StepsOptions& options) {
   const int ranks = WorldSize();
   const bool print = rank == 0;
   StepBench bench(std::move(tensors), rank, ranks);
-  const std::vector<Config> configs = MakeConfigs(bench, options.chunk_sweep,
-                                                  options.timeline_path,
-                                                  options.compare_controllers);
+  const std::vector<Config> configs =
+      MakeConfigs(bench, options.chunk_sweep, options.timeline_path, options.compare_controllers);
   size_t first_raw = 1;  // configs: chorus, [chorus_timeline], [chorus_ucx], raw...
   while (configs[first_raw].is_chorus) ++first_raw;
   const int64_t num_tensors = static_cast<int64_t>(bench.tensors().size());
@@ -352,7 +351,8 @@ absl::StatusOr<nlohmann::json> RunSteps(const StepsOptions& options) {
     }
     return 0.0;
   };
-  const double timeline_ratio = chorus_median > 0 ? median_of("chorus_timeline") / chorus_median : 0;
+  const double timeline_ratio =
+      chorus_median > 0 ? median_of("chorus_timeline") / chorus_median : 0;
   const double ucx_ratio = chorus_median > 0 ? median_of("chorus_ucx") / chorus_median : 0;
   if (!options.timeline_path.empty()) out["timeline_overhead"] = timeline_ratio - 1;
   if (options.compare_controllers) out["ucx_over_mpi"] = ucx_ratio;

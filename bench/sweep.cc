@@ -15,11 +15,11 @@
 #include "absl/strings/str_cat.h"
 #include <mpi.h>
 
+#include "base/status_macros.h"
 #include "bench/measure.h"
 #include "chorus/chorus.h"
 #include "chorus/types.h"
 #include "ops/mpi/mpi_datatypes.h"
-#include "base/status_macros.h"
 #include <nlohmann/json.hpp>
 
 namespace chorus::bench {

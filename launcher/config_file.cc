@@ -108,8 +108,8 @@ absl::Status Apply(const YAML::Node& root, const std::string& file, LaunchOption
       if (absl::Status s = Fill(entry.second, where, &controller); !s.ok()) return s;
       const std::string lower = absl::AsciiStrToLower(controller.value_or("mpi"));
       if (lower != "mpi" && lower != "gloo") {
-        return absl::InvalidArgumentError(absl::StrCat(
-            where, ": no such controller '", *controller, "' (expected mpi or gloo)"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ": no such controller '", *controller, "' (expected mpi or gloo)"));
       }
       // gloo: chorus's MPI-less mode (UCX). A --mpi on the command line wins (args.cc).
       if (lower == "gloo") o->gloo = true;

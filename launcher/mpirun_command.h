@@ -48,8 +48,7 @@ struct MpirunJob {
 
 // How many of the job's `num_proc` ranks run on this machine: slots are filled host by host in
 // order (Open MPI's -map-by slot), and a host is this machine when IsLocalHost says so.
-int LocalRanks(const std::vector<HostSlots>& hosts, int num_proc,
-               const std::string& this_hostname);
+int LocalRanks(const std::vector<HostSlots>& hosts, int num_proc, const std::string& this_hostname);
 
 // The environment for mpirun: `launcher_env` plus `worker_vars` (which win), plus
 // OMPI_ALLOW_RUN_AS_ROOT=1 and OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 when `as_root`.

@@ -43,9 +43,8 @@ std::optional<TaggedLine> RewriteRankTag(absl::string_view line) {
         TaggedLine tagged;
         // mpirun tags every chunk a worker writes, so a line written in two pieces carries the
         // same tag again where the second piece starts: drop the repeats.
-        const absl::string_view tag =
-            line.substr(start, static_cast<size_t>(rest.data() - line.data()) - start +
-                                   stream.size());
+        const absl::string_view tag = line.substr(
+            start, static_cast<size_t>(rest.data() - line.data()) - start + stream.size());
         const std::string body = absl::StrReplaceAll(rest.substr(stream.size()), {{tag, ""}});
         tagged.text = absl::StrCat(line.substr(0, start), "[", rank, "]<", stream, body);
         tagged.is_stdout = stream == absl::string_view("stdout>:");

@@ -21,6 +21,7 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+
 #include "chorus/types.h"
 
 namespace chorus::ops {

@@ -8,10 +8,10 @@
 
 #include "absl/strings/str_cat.h"
 
-#include "chorus/chorus.h"
 #include "base/logging.h"
 #include "base/mutex.h"
 #include "base/status_macros.h"
+#include "chorus/chorus.h"
 #include "ops/gpu_platform.h"
 #include "runtime/config.h"
 #include "runtime/controller_factory.h"

@@ -3,10 +3,11 @@
 #include <algorithm>
 #include <utility>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+
 #include "base/logging.h"
 #include "base/status_macros.h"
 #include "base/timer_slack.h"
@@ -235,9 +236,10 @@ void BackgroundLoop::TakeNewEntries(absl::Time now, std::vector<int32_t>* invali
     tracer_.RequestKnown(entry->request.name, topology_.rank, entry->enqueued_at);
     if (entry->request.type == OpType::kJoin) {
       if (local_join_ != nullptr) {
-        completed_results_.push_back(StatusResult(absl::InvalidArgumentError(absl::StrCat(
-            "join '", entry->request.name, "': this rank already has join '",
-            local_join_->request.name, "' in flight; a rank joins once until the join completes"))));
+        completed_results_.push_back(StatusResult(absl::InvalidArgumentError(
+            absl::StrCat("join '", entry->request.name, "': this rank already has join '",
+                         local_join_->request.name,
+                         "' in flight; a rank joins once until the join completes"))));
         completed_.push_back(std::move(owned));
         continue;
       }
@@ -396,8 +398,8 @@ absl::Status BackgroundLoop::PlanAndExecute(std::vector<const Response*> ready,
                                             const ResponseList& negotiated) {
   std::vector<const Response*> all = std::move(ready);
   for (const Response& r : negotiated.responses) all.push_back(&r);
-  const size_t planned = PlanFusionInto(all, shared_.fusion_threshold_bytes,
-                                        [this](int32_t id) { return SetSize(id); }, &plan_);
+  const size_t planned = PlanFusionInto(
+      all, shared_.fusion_threshold_bytes, [this](int32_t id) { return SetSize(id); }, &plan_);
   for (size_t p = 0; p < planned; ++p) {
     const Response& response = plan_[p];
     tracer_.Start(response, [this](const std::string& name) -> const TensorEntry* {
@@ -520,9 +522,10 @@ absl::Status BackgroundLoop::ExecuteResponse(const Response& response) {
   auto set = process_sets_.find(response.process_set_id);
   if (set == process_sets_.end()) {
     for (const std::string& name : response.names) {
-      CompleteEntry(name, StatusResult(absl::InternalError(absl::StrCat(
-                              "process set ", response.process_set_id, " is unknown on rank ",
-                              topology_.rank))));
+      CompleteEntry(
+          name,
+          StatusResult(absl::InternalError(absl::StrCat("process set ", response.process_set_id,
+                                                        " is unknown on rank ", topology_.rank))));
     }
     return absl::OkStatus();
   }
@@ -543,8 +546,8 @@ absl::Status BackgroundLoop::ExecuteResponse(const Response& response) {
   }
   if (response.device != kCpuDevice) return LaunchOnGpu(response, set->second, entries);
   std::vector<OpResult> results;
-  absl::Status status = executor_->Execute(response, entries, *set->second.backend, &results,
-                                           tracer_.spans());
+  absl::Status status =
+      executor_->Execute(response, entries, *set->second.backend, &results, tracer_.spans());
   // The executor leaves pending_ alone, so `found` is still valid; a response names a tensor
   // once (an entry is either cached or sent to the coordinator, never both), so no iterator
   // is taken twice.

@@ -51,16 +51,17 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+
+#include "ops/gpu_platform.h"
 #include "runtime/cache_bit_vector.h"
 #include "runtime/config.h"
 #include "runtime/controller.h"
-#include "runtime/entry_pool.h"
 #include "runtime/coordinator.h"
 #include "runtime/cycle_policy.h"
 #include "runtime/cycle_tracer.h"
+#include "runtime/entry_pool.h"
 #include "runtime/executor.h"
 #include "runtime/gpu/gpu_data_plane.h"
-#include "ops/gpu_platform.h"
 #include "runtime/handle_table.h"
 #include "runtime/name_hash.h"
 #include "runtime/process_set_registry.h"
@@ -76,8 +77,7 @@ class BackgroundLoop {
   // `timeline` (they outlive the loop). GPU tensors run on `gpu_platform` (ops/gpu_platform.h).
   BackgroundLoop(Config config, std::unique_ptr<Controller> controller, SubmissionQueue* queue,
                  EntryPool* entry_pool, ProcessSetRegistry* registry, HandleTable* handles,
-                 timeline::Timeline* timeline,
-                 std::shared_ptr<ops::gpu::GpuPlatform> gpu_platform);
+                 timeline::Timeline* timeline, std::shared_ptr<ops::gpu::GpuPlatform> gpu_platform);
   // Joins the thread. REQUIRES: the queue was closed (the loop then stops).
   ~BackgroundLoop();
   BackgroundLoop(const BackgroundLoop&) = delete;
@@ -154,8 +154,7 @@ class BackgroundLoop {
   // Forgets the names of finished entries, runs their callbacks, completes their handles and
   // retires the entries to the pool.
   // Thread-safe (queue and handle table are); the GPU completion thread calls it too.
-  void Deliver(std::vector<std::unique_ptr<TensorEntry>>* entries,
-               std::vector<OpResult>* results,
+  void Deliver(std::vector<std::unique_ptr<TensorEntry>>* entries, std::vector<OpResult>* results,
                std::vector<std::pair<Handle, OpResult>>* handle_scratch);
   // Takes the entry out of pending_ and queues its completion for FlushCompletions (nothing
   // when `name` is not pending).
@@ -194,13 +193,13 @@ class BackgroundLoop {
   // Entries taken from the queue and not yet completed, by name (a view of the owned entry's
   // request.name, which lives as long as the map element).
   PendingMap pending_;
-  std::vector<TensorEntry*> unsent_;       // pending entries not yet sent to the coordinator
+  std::vector<TensorEntry*> unsent_;  // pending entries not yet sent to the coordinator
   // The fused responses of the cycle in progress, then spare buffers for the next cycles
   // (PlanFusionInto reuses their names and shapes).
   std::vector<Response> plan_;
-  std::vector<int32_t> joined_ranks_;      // as last broadcast by the coordinator
-  TensorEntry* local_join_ = nullptr;      // this rank's pending join, if any (in pending_)
-  CacheBitVector bits_{0};                 // sized by the handshake (shared cache capacity)
+  std::vector<int32_t> joined_ranks_;  // as last broadcast by the coordinator
+  TensorEntry* local_join_ = nullptr;  // this rank's pending join, if any (in pending_)
+  CacheBitVector bits_{0};             // sized by the handshake (shared cache capacity)
   absl::flat_hash_map<int32_t, TensorEntry*> by_bit_;  // pending entries waiting on the cache
   const StallPolicy stall_policy_;
   absl::Time last_stall_check_ = absl::InfinitePast();

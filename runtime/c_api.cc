@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+
 #include "chorus/chorus.h"
 
 struct chorus_result {
@@ -92,8 +93,8 @@ void chorus_op_init(chorus_op_t* op) {
   op->wire_dtype = -1;
 }
 
-int chorus_init(const void* mpi_comm, int32_t num_process_sets,
-                const int32_t* const* process_sets, const int32_t* set_sizes) {
+int chorus_init(const void* mpi_comm, int32_t num_process_sets, const int32_t* const* process_sets,
+                const int32_t* set_sizes) {
   return Guard([&] {
     chorus::InitOptions options;
     options.mpi_comm = mpi_comm;
@@ -131,9 +132,8 @@ const char* chorus_controller_name(void) {
 }
 
 int chorus_start_timeline(const char* path, int mark_cycles) {
-  return Guard([&] {
-    return Report(chorus::StartTimeline(path != nullptr ? path : "", mark_cycles != 0));
-  });
+  return Guard(
+      [&] { return Report(chorus::StartTimeline(path != nullptr ? path : "", mark_cycles != 0)); });
 }
 
 int chorus_stop_timeline(void) {
@@ -144,8 +144,12 @@ int chorus_topology(chorus_topology_t* out) {
   return Guard([&] {
     absl::StatusOr<chorus::Topology> t = chorus::GetTopology();
     if (!t.ok()) return Report(t.status());
-    *out = chorus_topology_t{t->rank,       t->size,       t->local_rank,
-                             t->local_size, t->cross_rank, t->cross_size,
+    *out = chorus_topology_t{t->rank,
+                             t->size,
+                             t->local_rank,
+                             t->local_size,
+                             t->cross_rank,
+                             t->cross_size,
                              t->is_homogeneous ? 1 : 0};
     return 0;
   });

@@ -343,7 +343,9 @@ const Variable kVariables[] = {
        c->launch_rank = static_cast<int32_t>(value);
        return true;
      },
-     [](const Config& c) { return c.launch_rank < 0 ? std::string() : absl::StrCat(c.launch_rank); }},
+     [](const Config& c) {
+       return c.launch_rank < 0 ? std::string() : absl::StrCat(c.launch_rank);
+     }},
     {"CHORUS_SIZE",
      {"HOROVOD_SIZE", nullptr},
      "expected a non-negative integer",
@@ -354,7 +356,9 @@ const Variable kVariables[] = {
        c->launch_size = static_cast<int32_t>(value);
        return true;
      },
-     [](const Config& c) { return c.launch_size < 0 ? std::string() : absl::StrCat(c.launch_size); }},
+     [](const Config& c) {
+       return c.launch_size < 0 ? std::string() : absl::StrCat(c.launch_size);
+     }},
     {"CHORUS_LOCAL_RANK",
      {"HOROVOD_LOCAL_RANK", nullptr},
      "expected a non-negative integer",
@@ -365,7 +369,9 @@ const Variable kVariables[] = {
        c->launch_local_rank = static_cast<int32_t>(value);
        return true;
      },
-     [](const Config& c) { return c.launch_local_rank < 0 ? std::string() : absl::StrCat(c.launch_local_rank); }},
+     [](const Config& c) {
+       return c.launch_local_rank < 0 ? std::string() : absl::StrCat(c.launch_local_rank);
+     }},
     {"CHORUS_LOCAL_SIZE",
      {"HOROVOD_LOCAL_SIZE", nullptr},
      "expected a non-negative integer",
@@ -376,7 +382,9 @@ const Variable kVariables[] = {
        c->launch_local_size = static_cast<int32_t>(value);
        return true;
      },
-     [](const Config& c) { return c.launch_local_size < 0 ? std::string() : absl::StrCat(c.launch_local_size); }},
+     [](const Config& c) {
+       return c.launch_local_size < 0 ? std::string() : absl::StrCat(c.launch_local_size);
+     }},
     {"CHORUS_CROSS_RANK",
      {"HOROVOD_CROSS_RANK", nullptr},
      "expected a non-negative integer",
@@ -387,7 +395,9 @@ const Variable kVariables[] = {
        c->launch_cross_rank = static_cast<int32_t>(value);
        return true;
      },
-     [](const Config& c) { return c.launch_cross_rank < 0 ? std::string() : absl::StrCat(c.launch_cross_rank); }},
+     [](const Config& c) {
+       return c.launch_cross_rank < 0 ? std::string() : absl::StrCat(c.launch_cross_rank);
+     }},
     {"CHORUS_CROSS_SIZE",
      {"HOROVOD_CROSS_SIZE", nullptr},
      "expected a non-negative integer",
@@ -398,7 +408,9 @@ const Variable kVariables[] = {
        c->launch_cross_size = static_cast<int32_t>(value);
        return true;
      },
-     [](const Config& c) { return c.launch_cross_size < 0 ? std::string() : absl::StrCat(c.launch_cross_size); }},
+     [](const Config& c) {
+       return c.launch_cross_size < 0 ? std::string() : absl::StrCat(c.launch_cross_size);
+     }},
 };
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+
 #include "chorus/chorus.h"
 #include "ops/collective_backend.h"
 

@@ -6,8 +6,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "ops/ucx/ucx_transport.h"
+
 #include "base/status_macros.h"
+#include "ops/ucx/ucx_transport.h"
 #include "runtime/mpi/mpi_controller.h"
 #include "runtime/ucx/controller_address_exchange.h"
 #include "runtime/ucx/rendezvous_client.h"
@@ -21,8 +22,7 @@ ops::UcxTransportOptions TransportOptions(const Config& config) {
   // A collective only starts once every rank is ready, so no wait legitimately stalls for
   // long; the stall inspector's shutdown time bounds it when set.
   if (config.stall_shutdown_time > absl::ZeroDuration()) {
-    options.no_progress_timeout = std::max(options.no_progress_timeout,
-                                           config.stall_shutdown_time);
+    options.no_progress_timeout = std::max(options.no_progress_timeout, config.stall_shutdown_time);
   }
   return options;
 }
@@ -56,9 +56,9 @@ absl::StatusOr<std::unique_ptr<Controller>> UcxThroughRendezvous(const Config& c
   // same count on every rank) must not meet the previous world's addresses.
   static std::atomic<int64_t> worlds{0};
   const std::string scope = absl::StrCat(config.rendezvous_scope, "/init", worlds++);
-  CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<RendezvousClient> client,
-                          RendezvousClient::Create(config.rendezvous_addr,
-                                                   config.rendezvous_secret));
+  CHORUS_ASSIGN_OR_RETURN(
+      std::unique_ptr<RendezvousClient> client,
+      RendezvousClient::Create(config.rendezvous_addr, config.rendezvous_secret));
   RendezvousAddressExchange exchange(std::move(client), scope, topology.rank, topology.size,
                                      config.start_timeout);
   CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<ops::UcxTransport> transport,
@@ -66,17 +66,16 @@ absl::StatusOr<std::unique_ptr<Controller>> UcxThroughRendezvous(const Config& c
   absl::StatusOr<std::unique_ptr<UcxController>> controller =
       UcxController::Create(topology, std::move(transport), exchange);
   if (!controller.ok()) {
-    return absl::Status(controller.status().code(),
-                        absl::StrCat("rank ", topology.rank, " of ", topology.size,
-                                     ": forming the UCX world through the rendezvous at ",
-                                     config.rendezvous_addr, " failed: ",
-                                     controller.status().message()));
+    return absl::Status(
+        controller.status().code(),
+        absl::StrCat("rank ", topology.rank, " of ", topology.size,
+                     ": forming the UCX world through the rendezvous at ", config.rendezvous_addr,
+                     " failed: ", controller.status().message()));
   }
   return std::unique_ptr<Controller>(*std::move(controller));
 }
 
-absl::StatusOr<std::unique_ptr<Controller>> UcxOverMpi(const Config& config,
-                                                       const void* mpi_comm) {
+absl::StatusOr<std::unique_ptr<Controller>> UcxOverMpi(const Config& config, const void* mpi_comm) {
   CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<MpiController> mpi, MpiController::Create(mpi_comm));
   ControllerAddressExchange exchange(mpi.get());
   CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<ops::UcxTransport> transport,

@@ -13,6 +13,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+
 #include "runtime/config.h"
 #include "runtime/controller.h"
 

@@ -5,9 +5,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+
+#include "base/status_macros.h"
 #include "ops/cpu/reduce_kernels.h"
 #include "runtime/collective_math.h"
-#include "base/status_macros.h"
 
 namespace chorus::runtime {
 namespace {
@@ -184,8 +185,7 @@ void Executor::Record(ExecutionSpan::Activity activity, size_t index, absl::Time
   trace_->push_back(ExecutionSpan{activity, static_cast<int32_t>(index), start, end, chunks});
 }
 
-absl::Status Executor::Allreduce(const Response& response,
-                                 const std::vector<TensorEntry*>& entries,
+absl::Status Executor::Allreduce(const Response& response, const std::vector<TensorEntry*>& entries,
                                  ops::CollectiveBackend& backend) {
   const DataType dtype = response.dtype;
   const int64_t esize = static_cast<int64_t>(DataTypeSize(dtype));
@@ -218,7 +218,7 @@ absl::Status Executor::Allreduce(const Response& response,
       const int64_t n = std::min(chunk_elems, count - off);
       if (entry == nullptr) {
         // A joined rank contributes the op's identity (zeros for a sum) and drops the result.
-        CHORUS_ASSIGN_OR_RETURN(std::byte* scratch, FusionBuffer(n * esize));
+        CHORUS_ASSIGN_OR_RETURN(std::byte * scratch, FusionBuffer(n * esize));
         ops::FillIdentity(scratch, n, dtype, op);
         CHORUS_RETURN_IF_ERROR(backend.Allreduce(scratch, scratch, n, dtype, op));
       } else {
@@ -238,10 +238,10 @@ absl::Status Executor::Allreduce(const Response& response,
   if (packed_elems == 0) return absl::OkStatus();
 
   // Packed tensors, one window of chunk_elems at a time: pack -> reduce -> unpack.
-  CHORUS_ASSIGN_OR_RETURN(std::byte* buffer,
+  CHORUS_ASSIGN_OR_RETURN(std::byte * buffer,
                           FusionBuffer(std::min(packed_elems, chunk_elems) * esize));
-  size_t first = 0;        // first packed tensor overlapping the window
-  int64_t first_off = 0;   // elements of packed[first] already handled
+  size_t first = 0;       // first packed tensor overlapping the window
+  int64_t first_off = 0;  // elements of packed[first] already handled
   while (first < packed.size()) {
     // Pack.
     const size_t window_first = first;
@@ -277,8 +277,8 @@ absl::Status Executor::Allreduce(const Response& response,
       const int64_t count = NumElements(response.shapes[i]);
       const int64_t n = std::min(count - first_off, filled - drained);
       if (entries[i] != nullptr) {
-        ops::ScaleCopy(Bytes(OutputOf(*entries[i])) + first_off * esize,
-                       buffer + drained * esize, n, dtype, post);
+        ops::ScaleCopy(Bytes(OutputOf(*entries[i])) + first_off * esize, buffer + drained * esize,
+                       n, dtype, post);
       }
       drained += n;
       first_off += n;
@@ -301,10 +301,8 @@ absl::Status Executor::Allreduce(const Response& response,
   return absl::OkStatus();
 }
 
-absl::Status Executor::Allgather(const Response& response,
-                                 const std::vector<TensorEntry*>& entries,
-                                 ops::CollectiveBackend& backend,
-                                 std::vector<OpResult>* results) {
+absl::Status Executor::Allgather(const Response& response, const std::vector<TensorEntry*>& entries,
+                                 ops::CollectiveBackend& backend, std::vector<OpResult>* results) {
   const int size = backend.size();
   const int me = backend.rank();
   const int64_t esize = static_cast<int64_t>(DataTypeSize(response.dtype));
@@ -339,7 +337,7 @@ absl::Status Executor::Allgather(const Response& response,
   int64_t total = 0;
   for (int64_t b : recv_bytes) total += b;
   const absl::Time pack_start = Now();
-  CHORUS_ASSIGN_OR_RETURN(std::byte* send, FusionBuffer(recv_bytes[me] + total));
+  CHORUS_ASSIGN_OR_RETURN(std::byte * send, FusionBuffer(recv_bytes[me] + total));
   std::byte* recv = send + recv_bytes[me];
   int64_t off = 0;
   for (size_t k = 0; k < m; ++k) {
@@ -350,11 +348,10 @@ absl::Status Executor::Allgather(const Response& response,
   const absl::Time gather_start = Now();
   CHORUS_RETURN_IF_ERROR(backend.Allgatherv(send, recv, recv_bytes));
   const absl::Time unpack_start = Now();
-  ForEachAllgatherBlock(size, row_bytes, first_dim,
-                        [&](size_t k, int64_t from, int64_t to, int64_t bytes) {
-                          std::memcpy((*results)[k].output->data() + to, recv + from,
-                                      static_cast<size_t>(bytes));
-                        });
+  ForEachAllgatherBlock(
+      size, row_bytes, first_dim, [&](size_t k, int64_t from, int64_t to, int64_t bytes) {
+        std::memcpy((*results)[k].output->data() + to, recv + from, static_cast<size_t>(bytes));
+      });
   if (trace_ != nullptr) {
     const absl::Time end = Now();
     for (size_t k = 0; k < m; ++k) {
@@ -366,8 +363,7 @@ absl::Status Executor::Allgather(const Response& response,
   return absl::OkStatus();
 }
 
-absl::Status Executor::Broadcast(const Response& response,
-                                 const std::vector<TensorEntry*>& entries,
+absl::Status Executor::Broadcast(const Response& response, const std::vector<TensorEntry*>& entries,
                                  ops::CollectiveBackend& backend) {
   for (size_t i = 0; i < entries.size(); ++i) {
     const TensorView& t = entries[i]->op.input;
@@ -395,13 +391,13 @@ absl::Status Executor::Alltoall(const Response& response, TensorEntry& entry,
   // Sizes and offsets differ per rank, so a rank whose message is too large for one MPI call
   // must not fail alone (the others would wait in the exchange): agree first, fail together.
   int64_t too_large = (s > kMaxMessageBytes || r_total > kMaxMessageBytes) ? 1 : 0;
-  CHORUS_RETURN_IF_ERROR(backend.Allreduce(&too_large, &too_large, 1, DataType::kInt64,
-                                           ReduceOp::kMax));
+  CHORUS_RETURN_IF_ERROR(
+      backend.Allreduce(&too_large, &too_large, 1, DataType::kInt64, ReduceOp::kMax));
   if (too_large != 0) {
-    result->status = absl::InvalidArgumentError(absl::StrCat(
-        "alltoall of tensor '", entry.request.name, "': some rank sends or receives more than ",
-        kMaxMessageBytes, " bytes (this rank: ", s, " sent, ", r_total,
-        " received); split the tensor"));
+    result->status = absl::InvalidArgumentError(
+        absl::StrCat("alltoall of tensor '", entry.request.name,
+                     "': some rank sends or receives more than ", kMaxMessageBytes,
+                     " bytes (this rank: ", s, " sent, ", r_total, " received); split the tensor"));
     return absl::OkStatus();
   }
   result->output = NewOutput(r_total);
@@ -409,8 +405,7 @@ absl::Status Executor::Alltoall(const Response& response, TensorEntry& entry,
   result->output_shape[0] = l.recv_rows;
   result->received_splits = recv_rows;
   CHORUS_RETURN_IF_ERROR(backend.Alltoallv(in.data, l.send_bytes, l.send_offsets,
-                                           result->output->data(), l.recv_bytes,
-                                           l.recv_offsets));
+                                           result->output->data(), l.recv_bytes, l.recv_offsets));
   Record(ExecutionSpan::Activity::kCollective, 0, start, Now());
   return absl::OkStatus();
 }
@@ -429,7 +424,7 @@ absl::Status Executor::Reducescatter(const Response& response, TensorEntry& entr
   const absl::Time start = Now();
   const void* send = in.data;
   if (response.prescale_factor != 1.0) {
-    CHORUS_ASSIGN_OR_RETURN(std::byte* scaled, FusionBuffer(in.num_bytes()));
+    CHORUS_ASSIGN_OR_RETURN(std::byte * scaled, FusionBuffer(in.num_bytes()));
     ops::ScaleCopy(scaled, in.data, in.num_elements(), in.dtype, response.prescale_factor);
     send = scaled;
   }

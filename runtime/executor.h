@@ -23,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+
 #include "ops/collective_backend.h"
 #include "runtime/huge_pages.h"
 #include "runtime/message.h"

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/types/span.h"
+
 #include "runtime/message.h"
 
 namespace chorus::runtime {

@@ -45,8 +45,8 @@ void HandleTable::CompleteMany(std::vector<std::pair<Handle, OpResult>>* done) {
 }
 
 absl::Status HandleTable::NotFound(Handle handle) const {
-  return absl::NotFoundError(absl::StrCat("unknown handle ", handle,
-                                          " (never created, or already released)"));
+  return absl::NotFoundError(
+      absl::StrCat("unknown handle ", handle, " (never created, or already released)"));
 }
 
 void HandleTable::AwaitDone(MutexLock& lock, Handle handle) const {

@@ -17,6 +17,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+
 #include "base/mutex.h"
 #include "chorus/chorus.h"
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+
 #include "chorus/types.h"
 
 namespace chorus::runtime {
@@ -36,7 +37,7 @@ struct Request {
   int32_t group_size = 0;  // number of tensors in the group
   std::vector<int64_t> splits;
   std::vector<int32_t> process_set_ranks;  // kAddProcessSet
-  int32_t wire_dtype = -1;  // allreduce: the DataType it is reduced in; -1: `dtype`
+  int32_t wire_dtype = -1;                 // allreduce: the DataType it is reduced in; -1: `dtype`
 
   bool operator==(const Request&) const = default;
 };
@@ -64,11 +65,11 @@ struct Response {
   // Non-OK: an error response; every rank fails the named ops with this status.
   absl::StatusCode error_code = absl::StatusCode::kOk;
   std::string error_message;
-  int32_t last_joined_rank = -1;                // kJoin
-  int32_t new_process_set_id = -1;              // kAddProcessSet, kRemoveProcessSet
-  std::vector<int32_t> process_set_ranks;       // kAddProcessSet
-  std::string group_key;                        // the group these tensors belong to, if any
-  int32_t wire_dtype = -1;                      // allreduce: reduced in this DataType; -1: dtype
+  int32_t last_joined_rank = -1;           // kJoin
+  int32_t new_process_set_id = -1;         // kAddProcessSet, kRemoveProcessSet
+  std::vector<int32_t> process_set_ranks;  // kAddProcessSet
+  std::string group_key;                   // the group these tensors belong to, if any
+  int32_t wire_dtype = -1;                 // allreduce: reduced in this DataType; -1: dtype
 
   bool is_error() const { return error_code != absl::StatusCode::kOk; }
   absl::Status status() const { return absl::Status(error_code, error_message); }

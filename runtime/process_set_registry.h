@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+
 #include "base/mutex.h"
 
 namespace chorus::runtime {

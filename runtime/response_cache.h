@@ -72,10 +72,10 @@ class ResponseCache {
   };
 
   int32_t capacity_;
-  std::vector<Entry> entries_;                     // indexed by bit; grows up to capacity_
-  NameMap<std::string, int32_t> bits_;             // name -> bit (lookup only, never iterated)
-  std::list<int32_t> lru_;                         // used bits, most recently used first
-  std::set<int32_t> free_bits_;                    // erased bits below entries_.size()
+  std::vector<Entry> entries_;          // indexed by bit; grows up to capacity_
+  NameMap<std::string, int32_t> bits_;  // name -> bit (lookup only, never iterated)
+  std::list<int32_t> lru_;              // used bits, most recently used first
+  std::set<int32_t> free_bits_;         // erased bits below entries_.size()
 };
 
 }  // namespace chorus::runtime

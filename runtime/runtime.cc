@@ -30,18 +30,19 @@ absl::Status Invalid(const OpRequest& r, const std::string& what) {
 
 absl::Status ValidateTensor(const OpRequest& r, const TensorView& t, const char* which) {
   if (!IsValidDataType(static_cast<int32_t>(t.dtype))) {
-    return Invalid(r, absl::StrCat(which, " has an unknown dtype (",
-                                   static_cast<int32_t>(t.dtype), ")"));
+    return Invalid(
+        r, absl::StrCat(which, " has an unknown dtype (", static_cast<int32_t>(t.dtype), ")"));
   }
   for (int64_t d : t.shape) {
-    if (d < 0) return Invalid(r, absl::StrCat(which, " has a negative dimension in shape ",
-                                              ShapeToString(t.shape)));
+    if (d < 0)
+      return Invalid(
+          r, absl::StrCat(which, " has a negative dimension in shape ", ShapeToString(t.shape)));
   }
   int64_t elements = 1;
   for (int64_t d : t.shape) {
     if (__builtin_mul_overflow(elements, d, &elements) || elements > (int64_t{1} << 56)) {
-      return Invalid(r, absl::StrCat(which, " shape ", ShapeToString(t.shape),
-                                     " has too many elements"));
+      return Invalid(
+          r, absl::StrCat(which, " shape ", ShapeToString(t.shape), " has too many elements"));
     }
   }
   if (t.data == nullptr && t.num_elements() > 0) {
@@ -236,11 +237,20 @@ void Runtime::AutoName(OpRequest& request) {
   if (!request.name.empty()) return;
   const char* prefix = nullptr;
   switch (request.type) {
-    case OpType::kBarrier: prefix = "__barrier"; break;
-    case OpType::kJoin: prefix = "__join"; break;
-    case OpType::kAddProcessSet: prefix = "__add_process_set"; break;
-    case OpType::kRemoveProcessSet: prefix = "__remove_process_set"; break;
-    default: return;
+    case OpType::kBarrier:
+      prefix = "__barrier";
+      break;
+    case OpType::kJoin:
+      prefix = "__join";
+      break;
+    case OpType::kAddProcessSet:
+      prefix = "__add_process_set";
+      break;
+    case OpType::kRemoveProcessSet:
+      prefix = "__remove_process_set";
+      break;
+    default:
+      return;
   }
   // The k-th unnamed op of a kind and set gets the same name on every rank.
   MutexLock lock(&name_mu_);
@@ -261,9 +271,8 @@ absl::StatusOr<std::unique_ptr<TensorEntry>> Runtime::MakeEntry(OpRequest& r,
 
 absl::Status Runtime::ValidateRequest(OpRequest& r) {
   if (!IsValidOpType(r.type)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unknown op type ", static_cast<int32_t>(r.type), " for tensor '", r.name,
-                     "'"));
+    return absl::InvalidArgumentError(absl::StrCat("unknown op type ", static_cast<int32_t>(r.type),
+                                                   " for tensor '", r.name, "'"));
   }
   AutoName(r);
   if (r.name.empty()) return Invalid(r, "tensor names must not be empty");
@@ -330,8 +339,8 @@ std::unique_ptr<TensorEntry> Runtime::TranslateRequest(OpRequest& r, const std::
 absl::Status Runtime::CheckRootRank(const OpRequest& r, bool global_set) const {
   if (global_set) {
     if (r.root_rank >= 0 && r.root_rank < topology_.size) return absl::OkStatus();
-    return Invalid(r, absl::StrCat("root rank ", r.root_rank, " is outside [0, ", topology_.size,
-                                   ")"));
+    return Invalid(
+        r, absl::StrCat("root rank ", r.root_rank, " is outside [0, ", topology_.size, ")"));
   }
   if (registry_.Find(r.process_set_id, r.root_rank).member) return absl::OkStatus();
   const std::vector<int32_t> ranks =
@@ -392,12 +401,12 @@ absl::StatusOr<std::vector<Handle>> Runtime::EnqueueGroup(std::vector<OpRequest>
   // As Enqueue: validation first, then Push reports a closed queue.
   if (requests.empty()) return std::vector<Handle>{};
   for (const OpRequest& r : requests) {
-    if (r.type != requests[0].type || (r.type != OpType::kAllreduce &&
-                                       r.type != OpType::kAllgather &&
-                                       r.type != OpType::kReducescatter)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "grouped op of tensor '", r.name,
-          "': a group holds ops of one type: allreduce, allgather or reducescatter"));
+    if (r.type != requests[0].type ||
+        (r.type != OpType::kAllreduce && r.type != OpType::kAllgather &&
+         r.type != OpType::kReducescatter)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("grouped op of tensor '", r.name,
+                       "': a group holds ops of one type: allreduce, allgather or reducescatter"));
     }
   }
   // Names are unique among in-flight ops, so the first name identifies the group.
@@ -406,8 +415,7 @@ absl::StatusOr<std::vector<Handle>> Runtime::EnqueueGroup(std::vector<OpRequest>
   std::vector<std::unique_ptr<TensorEntry>> batch;
   std::vector<Handle> handles;
   for (OpRequest& r : requests) {
-    absl::StatusOr<std::unique_ptr<TensorEntry>> entry =
-        MakeEntry(r, group_key, group_size);
+    absl::StatusOr<std::unique_ptr<TensorEntry>> entry = MakeEntry(r, group_key, group_size);
     if (!entry.ok()) {
       for (Handle h : handles) handles_.Discard(h);
       return entry.status();

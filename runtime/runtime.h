@@ -17,14 +17,15 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+
 #include "base/mutex.h"
 #include "chorus/chorus.h"
+#include "ops/gpu_platform.h"
 #include "runtime/background_loop.h"
 #include "runtime/config.h"
 #include "runtime/controller.h"
-#include "runtime/handle_table.h"
-#include "ops/gpu_platform.h"
 #include "runtime/entry_pool.h"
+#include "runtime/handle_table.h"
 #include "runtime/process_set_registry.h"
 #include "runtime/submission_queue.h"
 
@@ -80,8 +81,8 @@ class Runtime {
   // spare buffers); GPU entries also get their ready event (PrepareGpuEntry).
   // `group_key`/`group_size` mark grouped ops.
   absl::StatusOr<std::unique_ptr<TensorEntry>> MakeEntry(OpRequest& request,
-                                                        const std::string& group_key,
-                                                        int32_t group_size);
+                                                         const std::string& group_key,
+                                                         int32_t group_size);
   // The process set an op runs in, as this rank sees it.
   struct ProcessSetView {
     bool global = true;  // the global set (id 0): every rank, never removed

@@ -16,9 +16,10 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+
 #include "base/mutex.h"
 #include "runtime/name_hash.h"
-#include "absl/time/time.h"
 #include "runtime/tensor_entry.h"
 
 namespace chorus::runtime {
@@ -63,7 +64,7 @@ class SubmissionQueue {
   void WakeLoop() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable Mutex mu_;
-  std::condition_variable work_cv_;  // signalled by Push and Close
+  std::condition_variable work_cv_;   // signalled by Push and Close
   std::condition_variable quiet_cv_;  // signalled by Hurry and Close while the loop naps
   std::vector<std::unique_ptr<TensorEntry>> queued_ ABSL_GUARDED_BY(mu_);
   // Names of pushed entries not yet forgotten: views of their request.name (an entry's name
@@ -74,7 +75,7 @@ class SubmissionQueue {
   bool waiting_ ABSL_GUARDED_BY(mu_) = false;
   bool napping_ ABSL_GUARDED_BY(mu_) = false;  // the loop naps in WaitForQuiet
   bool hurry_ ABSL_GUARDED_BY(mu_) = false;    // Hurry() not yet consumed
-  int64_t pushed_ ABSL_GUARDED_BY(mu_) = 0;  // entries pushed so far
+  int64_t pushed_ ABSL_GUARDED_BY(mu_) = 0;    // entries pushed so far
   std::string closed_why_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+
 #include "chorus/chorus.h"
 #include "runtime/message.h"
 
@@ -83,8 +84,8 @@ struct TensorEntry {
   void* ready_event = nullptr;
 
   // Background-loop bookkeeping.
-  int32_t cache_bit = -1;         // >= 0: waiting on the cache fast path at this bit
-  bool in_unsent = false;          // listed in the loop's unsent_ (not yet sent to rank 0)
+  int32_t cache_bit = -1;  // >= 0: waiting on the cache fast path at this bit
+  bool in_unsent = false;  // listed in the loop's unsent_ (not yet sent to rank 0)
   absl::Time ready_at = absl::InfinitePast();  // when negotiation ended (set while tracing)
 
   // Back to the state of a new entry (for reuse, see EntryPool), except that the strings and

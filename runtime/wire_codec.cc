@@ -11,9 +11,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 
+#include "base/status_macros.h"
 #include "chorus/types.h"
 #include "proto/negotiation.pb.h"
-#include "base/status_macros.h"
 #include "runtime/message.h"
 
 namespace chorus::runtime {

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+
 #include "runtime/message.h"
 
 namespace chorus::runtime {

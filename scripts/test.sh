@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds, and runs every test (unit + MPI tiers), then the
-# sanitizer runs (ASan+UBSan on both tiers, TSan on the unit tier) and the clang
-# -Wthread-safety build unless CHORUS_SKIP_SANITIZERS=1. Exits non-zero on any failure.
+# Installs what is missing, checks the formatting (fast, before the build), builds, and runs
+# every test (unit + MPI tiers), then the sanitizer runs (ASan+UBSan on both tiers, TSan on the
+# unit tier) and the clang -Wthread-safety build unless CHORUS_SKIP_SANITIZERS=1. Exits non-zero
+# on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+scripts/check_format.sh
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1
 scripts/build.sh build

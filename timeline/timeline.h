@@ -25,8 +25,8 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 
-#include "chorus/types.h"
 #include "base/mutex.h"
+#include "chorus/types.h"
 #include "timeline/trace_event.h"
 #include "timeline/trace_writer.h"
 

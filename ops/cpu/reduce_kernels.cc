@@ -354,7 +354,6 @@ void ScaleCopy(void* dst, const void* src, int64_t count, DataType dtype, double
   Scale(dst, src, count, dtype, factor);
 }
 
-
 namespace {
 
 template <typename T>
@@ -392,16 +391,26 @@ void FillIdentity(void* buf, int64_t count, DataType dtype, ReduceOp op) {
     return;
   }
   switch (dtype) {
-    case DataType::kUint8: return FillTyped<uint8_t>(buf, count, op);
-    case DataType::kInt8: return FillTyped<int8_t>(buf, count, op);
-    case DataType::kInt16: return FillTyped<int16_t>(buf, count, op);
-    case DataType::kInt32: return FillTyped<int32_t>(buf, count, op);
-    case DataType::kInt64: return FillTyped<int64_t>(buf, count, op);
-    case DataType::kFloat32: return FillTyped<float>(buf, count, op);
-    case DataType::kFloat64: return FillTyped<double>(buf, count, op);
-    case DataType::kFloat16: return FillHalfBits(buf, count, op, 0x3C00, 0x7C00, 0xFC00);
-    case DataType::kBfloat16: return FillHalfBits(buf, count, op, 0x3F80, 0x7F80, 0xFF80);
-    case DataType::kBool: return;
+    case DataType::kUint8:
+      return FillTyped<uint8_t>(buf, count, op);
+    case DataType::kInt8:
+      return FillTyped<int8_t>(buf, count, op);
+    case DataType::kInt16:
+      return FillTyped<int16_t>(buf, count, op);
+    case DataType::kInt32:
+      return FillTyped<int32_t>(buf, count, op);
+    case DataType::kInt64:
+      return FillTyped<int64_t>(buf, count, op);
+    case DataType::kFloat32:
+      return FillTyped<float>(buf, count, op);
+    case DataType::kFloat64:
+      return FillTyped<double>(buf, count, op);
+    case DataType::kFloat16:
+      return FillHalfBits(buf, count, op, 0x3C00, 0x7C00, 0xFC00);
+    case DataType::kBfloat16:
+      return FillHalfBits(buf, count, op, 0x3F80, 0x7F80, 0xFF80);
+    case DataType::kBool:
+      return;
   }
 }
 

@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+
 #include "chorus/types.h"
 
 namespace chorus::ops {

@@ -23,8 +23,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include "ops/cuda/batched_copy.h"
 #include "base/status_macros.h"
+#include "ops/cuda/batched_copy.h"
 
 namespace chorus::ops::gpu {
 namespace {

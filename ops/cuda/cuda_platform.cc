@@ -18,11 +18,11 @@
 #include "absl/strings/str_cat.h"
 #include <cuda_runtime_api.h>
 
+#include "base/mutex.h"
+#include "base/status_macros.h"
 #include "ops/cuda/batched_copy.h"
 #include "ops/cuda/fill_identity.h"
 #include "ops/nccl/nccl_communicator.h"
-#include "base/mutex.h"
-#include "base/status_macros.h"
 
 namespace chorus::ops::gpu {
 namespace {

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "ops/mpi/mpi_datatypes.h"
 #include "base/status_macros.h"
+#include "ops/mpi/mpi_datatypes.h"
 
 namespace chorus::ops {
 namespace {

@@ -6,12 +6,12 @@
 #ifndef CHORUS_OPS_MPI_MPI_DATATYPES_H_
 #define CHORUS_OPS_MPI_MPI_DATATYPES_H_
 
-#include <mpi.h>
-
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include <mpi.h>
+
 #include "chorus/types.h"
 
 namespace chorus::ops {
@@ -26,12 +26,12 @@ absl::Status MpiErrorToStatus(int code, const char* call, const char* file, int 
 
 }  // namespace chorus::ops
 
-#define CHORUS_MPI_RETURN_IF_ERROR(call)                                               \
-  do {                                                                                 \
-    int chorus_mpi_rc_ = (call);                                                       \
-    if (chorus_mpi_rc_ != MPI_SUCCESS) {                                               \
+#define CHORUS_MPI_RETURN_IF_ERROR(call)                                                 \
+  do {                                                                                   \
+    int chorus_mpi_rc_ = (call);                                                         \
+    if (chorus_mpi_rc_ != MPI_SUCCESS) {                                                 \
       return ::chorus::ops::MpiErrorToStatus(chorus_mpi_rc_, #call, __FILE__, __LINE__); \
-    }                                                                                  \
+    }                                                                                    \
   } while (0)
 
 #endif  // CHORUS_OPS_MPI_MPI_DATATYPES_H_

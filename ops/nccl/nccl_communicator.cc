@@ -15,8 +15,8 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
-#include "chorus/types.h"
 #include "base/status_macros.h"
+#include "chorus/types.h"
 
 namespace chorus::ops::gpu {
 namespace {

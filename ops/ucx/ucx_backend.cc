@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/status_macros.h"
 #include "ops/ucx/algorithms/binomial_broadcast.h"
 #include "ops/ucx/algorithms/chain_broadcast.h"
 #include "ops/ucx/algorithms/common.h"
@@ -15,7 +16,6 @@
 #include "ops/ucx/algorithms/ring_allgatherv.h"
 #include "ops/ucx/algorithms/ring_allreduce.h"
 #include "ops/ucx/algorithms/ring_reduce_scatter.h"
-#include "base/status_macros.h"
 
 namespace chorus::ops {
 namespace {

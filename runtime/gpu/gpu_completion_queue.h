@@ -26,8 +26,8 @@
 
 #include "absl/status/status.h"
 
-#include "ops/gpu_platform.h"
 #include "base/mutex.h"
+#include "ops/gpu_platform.h"
 #include "runtime/gpu/gpu_batch.h"
 
 namespace chorus::runtime {

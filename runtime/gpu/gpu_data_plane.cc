@@ -7,10 +7,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
-#include "ops/cuda/batched_copy_plan.h"
-#include "runtime/collective_math.h"
 #include "base/logging.h"
 #include "base/status_macros.h"
+#include "ops/cuda/batched_copy_plan.h"
+#include "runtime/collective_math.h"
 #include "runtime/executor.h"
 
 namespace chorus::runtime {

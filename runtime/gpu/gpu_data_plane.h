@@ -23,9 +23,9 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
+#include "base/mutex.h"
 #include "ops/collective_backend.h"
 #include "ops/gpu_platform.h"
-#include "base/mutex.h"
 #include "runtime/gpu/gpu_completion_queue.h"
 #include "runtime/message.h"
 

@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "base/status_macros.h"
 #include "ops/mpi/mpi_backend.h"
 #include "ops/mpi/mpi_datatypes.h"
 #include "ops/mpi/mpi_wait.h"
-#include "base/status_macros.h"
 
 namespace chorus::runtime {
 namespace {

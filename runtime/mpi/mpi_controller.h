@@ -14,11 +14,11 @@
 #ifndef CHORUS_RUNTIME_MPI_MPI_CONTROLLER_H_
 #define CHORUS_RUNTIME_MPI_MPI_CONTROLLER_H_
 
-#include <mpi.h>
-
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include <mpi.h>
+
 #include "runtime/controller.h"
 
 namespace chorus::runtime {
@@ -43,7 +43,7 @@ class MpiController : public Controller {
 
  private:
   MpiController() = default;
-  MPI_Comm comm_ = MPI_COMM_NULL;  // control plane (owned duplicate)
+  MPI_Comm comm_ = MPI_COMM_NULL;       // control plane (owned duplicate)
   MPI_Comm data_comm_ = MPI_COMM_NULL;  // parent of every data-plane communicator (owned)
   Topology topology_;
   bool threads_multiple_ = false;

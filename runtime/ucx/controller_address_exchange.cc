@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+
 #include "base/status_macros.h"
 
 namespace chorus::runtime {
@@ -32,8 +33,8 @@ absl::StatusOr<std::vector<std::string>> ControllerAddressExchange::AllGather(
     pos += n;
   }
   if (pos != packed.size() || static_cast<int>(out.size()) != controller_->size()) {
-    return absl::InternalError(absl::StrCat("malformed UCX address list from rank 0 (",
-                                            out.size(), " of ", controller_->size(), ")"));
+    return absl::InternalError(absl::StrCat("malformed UCX address list from rank 0 (", out.size(),
+                                            " of ", controller_->size(), ")"));
   }
   return out;
 }

@@ -10,8 +10,8 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 
-#include "proto/rendezvous.grpc.pb.h"
 #include "base/status_macros.h"
+#include "proto/rendezvous.grpc.pb.h"
 
 namespace chorus::runtime {
 namespace {

@@ -5,6 +5,7 @@
 #include <numeric>
 #include <utility>
 
+#include "base/status_macros.h"
 #include "ops/ucx/algorithms/binomial_broadcast.h"
 #include "ops/ucx/algorithms/chain_broadcast.h"
 #include "ops/ucx/algorithms/common.h"
@@ -12,7 +13,6 @@
 #include "ops/ucx/algorithms/recursive_doubling_allreduce.h"
 #include "ops/ucx/algorithms/ring_allreduce.h"
 #include "ops/ucx/tag_transport_view.h"
-#include "base/status_macros.h"
 
 namespace chorus::runtime {
 

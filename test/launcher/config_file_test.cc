@@ -105,7 +105,8 @@ TEST_CASE("Flags on the command line win over the file", "[launcher][config]") {
   std::remove(path.c_str());
 }
 
-TEST_CASE("controller: gloo selects the MPI-less mode unless --mpi is given", "[launcher][config]") {
+TEST_CASE("controller: gloo selects the MPI-less mode unless --mpi is given",
+          "[launcher][config]") {
   const std::string path = "/tmp/chorus_launcher_config_gloo_test.yaml";
   {
     std::ofstream out(path);

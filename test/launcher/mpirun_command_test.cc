@@ -199,8 +199,7 @@ TEST_CASE("More local ranks than cores: waiting ranks yield, unless the user dec
   REQUIRE(argv.ok());
   CHECK_FALSE(AsksToYield(*argv));
 
-  LaunchOptions with_args =
-      Options({"-np", "3", "--mpi-args=--mca mpi_yield_when_idle 0", "prog"});
+  LaunchOptions with_args = Options({"-np", "3", "--mpi-args=--mca mpi_yield_when_idle 0", "prog"});
   MpirunJob job2 = Job(with_args, false, {{"localhost", 3}});
   job2.local_cores = 2;
   argv = BuildMpirunArgv(with_args, job2);

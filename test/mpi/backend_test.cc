@@ -18,11 +18,11 @@
 #include <catch2/catch.hpp>
 #include <mpi.h>
 
-#include "test/support/typed_values.h"
 #include "ops/cpu/reduce_kernels.h"
 #include "ops/mpi/mpi_backend.h"
 #include "ops/mpi/mpi_datatypes.h"
 #include "runtime/mpi/mpi_controller.h"
+#include "test/support/typed_values.h"
 
 namespace chorus {
 namespace {

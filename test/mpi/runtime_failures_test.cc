@@ -1,12 +1,12 @@
 // MPI-tier tests of stalls and lost peers. Both are hidden ([.]) from the default run: each needs
 // its own environment or ends the job, so test/CMakeLists.txt runs them as separate ctest
 // entries that check the job's output.
-#include <mpi.h>
 #include <unistd.h>
 
 #include <vector>
 
 #include <catch2/catch.hpp>
+#include <mpi.h>
 
 #include "chorus/chorus.h"
 
@@ -24,8 +24,7 @@ OpRequest FloatAllreduce(const char* name, std::vector<float>& data) {
 // Run with CHORUS_STALL_CHECK_TIME_SECONDS=1 and CHORUS_STALL_SHUTDOWN_TIME_SECONDS=2: rank 0
 // submits a tensor nobody else submits. The coordinator must warn (naming the missing ranks),
 // then fail the op with DeadlineExceeded; afterwards the job goes on normally.
-TEST_CASE("stalled tensor: warning names the missing ranks, then DeadlineExceeded",
-          "[.][stall]") {
+TEST_CASE("stalled tensor: warning names the missing ranks, then DeadlineExceeded", "[.][stall]") {
   REQUIRE(Init().ok());
   const Topology topo = *GetTopology();
   if (topo.rank == 0) {

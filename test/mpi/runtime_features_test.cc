@@ -199,8 +199,8 @@ TEST_CASE("process sets: add, use, remove", "[mpi][process_set]") {
     for (OpRequest& req : requests) req.process_set_id = id;
     // A root outside the set is refused by every member before anything is negotiated.
     Tensor stray(DataType::kInt8, {4});
-    OpRequest outside = MakeRequest(OpType::kBroadcast, "features.pset.bcast.outside",
-                                    stray.view());
+    OpRequest outside =
+        MakeRequest(OpType::kBroadcast, "features.pset.bcast.outside", stray.view());
     outside.process_set_id = id;
     outside.root_rank = topo.size > 2 ? 1 : topo.size;  // rank 1 is outside {0, size-1}
     ExpectRejected(std::move(outside), absl::StatusCode::kInvalidArgument);

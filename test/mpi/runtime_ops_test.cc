@@ -456,8 +456,8 @@ TEST_CASE("a large tensor reduced in place is moved onto huge pages, its values 
   // 12 MiB of float32 three pages into an anonymous mapping of its own, not 2 MiB-aligned (as a
   // malloc'd tensor): Note [Huge pages for large tensors] in docs/fusion.md.
   constexpr size_t kBytes = size_t{12} << 20;
-  void* map = mmap(nullptr, kBytes + 4 * 4096, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* map =
+      mmap(nullptr, kBytes + 4 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   REQUIRE(map != MAP_FAILED);
   float* data = reinterpret_cast<float*>(static_cast<std::byte*>(map) + 3 * 4096);
   const int64_t count = static_cast<int64_t>(kBytes / sizeof(float));
@@ -479,8 +479,9 @@ TEST_CASE("a large tensor reduced in place is moved onto huge pages, its values 
   const uintptr_t start = runtime::HugePageCeil(begin);
   const uintptr_t end = runtime::HugePageFloor(begin + kBytes);
   if (runtime::HugePageAdvisor(true).enabled()) {
-    INFO("the runtime collapses the aligned 2 MiB pages of the tensor (CHORUS_HUGE_PAGES "
-         "defaults to on)");
+    INFO(
+        "the runtime collapses the aligned 2 MiB pages of the tensor (CHORUS_HUGE_PAGES "
+        "defaults to on)");
     CHECK(chorus::testing::AnonHugeBytes(start, end) >= static_cast<int64_t>(end - start));
   } else {
     WARN("this kernel has no MADV_COLLAPSE: only the values were checked");

@@ -55,7 +55,9 @@ inline bool TransparentHugePagesOff() {
 }
 
 // True when only memory advised with MADV_HUGEPAGE gets huge pages.
-inline bool TransparentHugePagesOnlyWhenAdvised() { return TransparentHugePagesMode() == "madvise"; }
+inline bool TransparentHugePagesOnlyWhenAdvised() {
+  return TransparentHugePagesMode() == "madvise";
+}
 
 }  // namespace chorus::testing
 

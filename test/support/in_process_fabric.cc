@@ -38,11 +38,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 
+#include "base/status_macros.h"
 #include "chorus/chorus.h"
 #include "chorus/types.h"
 #include "ops/collective_backend.h"
 #include "ops/cpu/reduce_kernels.h"
-#include "base/status_macros.h"
 #include "runtime/controller.h"
 
 namespace chorus::testing {

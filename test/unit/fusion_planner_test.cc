@@ -197,8 +197,7 @@ TEST_CASE("Many small responses fuse into threshold-sized batches in order", "[f
   CHECK(flat == all);
 }
 
-TEST_CASE("PlanFusionInto reuses its vector and plans exactly as PlanFusion",
-          "[fusion_planner]") {
+TEST_CASE("PlanFusionInto reuses its vector and plans exactly as PlanFusion", "[fusion_planner]") {
   // Successive plans of different shapes into one vector: big then small batches, other ops
   // over fused slots, allgathers over allreduces, nothing at all. Each must equal a fresh
   // plan, field for field; what lies past the returned length is only spare.

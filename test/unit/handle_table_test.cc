@@ -1,9 +1,9 @@
 // HandleTable: the release paths (Release waits, TryRelease does not).
-#include <catch2/catch.hpp>
+#include "runtime/handle_table.h"
 
 #include <thread>
 
-#include "runtime/handle_table.h"
+#include <catch2/catch.hpp>
 
 namespace chorus::runtime {
 namespace {

@@ -1,11 +1,11 @@
 // The tensor-name hash of the per-op tables (runtime/name_hash.h).
-#include <catch2/catch.hpp>
+#include "runtime/name_hash.h"
 
 #include <string>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "runtime/name_hash.h"
+#include <catch2/catch.hpp>
 
 namespace chorus::runtime {
 namespace {

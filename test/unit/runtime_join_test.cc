@@ -8,10 +8,10 @@
 #include <thread>
 #include <vector>
 
-#include <catch2/catch.hpp>
-
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include <catch2/catch.hpp>
+
 #include "runtime/runtime.h"
 #include "test/support/in_process_fabric.h"
 
@@ -58,9 +58,9 @@ void RunRanks(int n, F fn, std::vector<std::vector<std::vector<int32_t>>> sets_p
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
-      auto rt = Runtime::Create(FastConfig(), fabric.CreateController(r),
-                                sets_per_rank.empty() ? std::vector<std::vector<int32_t>>{}
-                                                      : sets_per_rank[r]);
+      auto rt = Runtime::Create(
+          FastConfig(), fabric.CreateController(r),
+          sets_per_rank.empty() ? std::vector<std::vector<int32_t>>{} : sets_per_rank[r]);
       fn(r, rt);
       if (rt.ok()) (*rt)->Shutdown();
     });
@@ -173,17 +173,16 @@ TEST_CASE("join completes on every rank whatever each rank named it; one join at
 TEST_CASE("init-time process sets that differ between ranks fail init on every rank",
           "[runtime][process_set]") {
   Record rec;
-  RunRanks(
-      2,
-      [&](int rank, absl::StatusOr<std::unique_ptr<Runtime>>& created) {
-        rec.Check(absl::IsInvalidArgument(created.status()),
-                  absl::StrCat("rank ", rank, ": ", created.status().ToString()));
-        // The rank whose sets differ from rank 0's says how; the others point at it.
-        rec.Check(absl::StrContains(created.status().message(),
-                                    rank == 1 ? "differ" : "another rank"),
-                  std::string(created.status().message()));
-      },
-      {{{0, 1}}, {}});
+  RunRanks(2,
+           [&](int rank, absl::StatusOr<std::unique_ptr<Runtime>>& created) {
+             rec.Check(absl::IsInvalidArgument(created.status()),
+                       absl::StrCat("rank ", rank, ": ", created.status().ToString()));
+             // The rank whose sets differ from rank 0's says how; the others point at it.
+             rec.Check(absl::StrContains(created.status().message(),
+                                         rank == 1 ? "differ" : "another rank"),
+                       std::string(created.status().message()));
+           },
+           {{{0, 1}}, {}});
   for (const std::string& f : rec.failures) FAIL_CHECK(f);
 }
 

@@ -7,8 +7,8 @@
 #include <chrono>
 #include <cstring>
 #include <functional>
-#include <latch>
 #include <future>
+#include <latch>
 #include <mutex>
 #include <numeric>
 #include <random>
@@ -16,10 +16,10 @@
 #include <thread>
 #include <vector>
 
-#include <catch2/catch.hpp>
-
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include <catch2/catch.hpp>
+
 #include "test/support/in_process_fabric.h"
 
 namespace chorus::runtime {
@@ -71,9 +71,9 @@ struct Failures {
   }
 };
 
-#define RANK_CHECK(failures, cond, msg)                                      \
-  do {                                                                       \
-    if (!(cond)) (failures).Add(absl::StrCat(#cond, " failed: ", msg));      \
+#define RANK_CHECK(failures, cond, msg)                                 \
+  do {                                                                  \
+    if (!(cond)) (failures).Add(absl::StrCat(#cond, " failed: ", msg)); \
   } while (0)
 
 OpRequest Allreduce(const std::string& name, std::vector<float>& data, ReduceOp op) {
@@ -379,8 +379,9 @@ TEST_CASE("shutdown completes pending ops with Aborted", "[runtime]") {
       absl::Status st = rt.Wait(h);
       RANK_CHECK(f, absl::IsAborted(st), st.ToString());
     }
-    RANK_CHECK(f, absl::IsFailedPrecondition(rt.Enqueue(Allreduce("late", d, ReduceOp::kSum)).status()),
-               "enqueue after shutdown");
+    RANK_CHECK(
+        f, absl::IsFailedPrecondition(rt.Enqueue(Allreduce("late", d, ReduceOp::kSum)).status()),
+        "enqueue after shutdown");
   });
   ExpectNoErrors(errs, f);
 }

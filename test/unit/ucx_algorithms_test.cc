@@ -17,7 +17,6 @@
 
 #include <catch2/catch.hpp>
 
-#include "test/support/typed_values.h"
 #include "ops/cpu/reduce_kernels.h"
 #include "ops/ucx/algorithms/binomial_broadcast.h"
 #include "ops/ucx/algorithms/chain_broadcast.h"
@@ -31,6 +30,7 @@
 #include "ops/ucx/tag_transport_view.h"
 #include "ops/ucx/testing/in_memory_transport.h"
 #include "ops/ucx/ucx_backend.h"
+#include "test/support/typed_values.h"
 
 namespace chorus {
 namespace {

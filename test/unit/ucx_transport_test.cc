@@ -17,10 +17,10 @@
 
 #include <catch2/catch.hpp>
 
+#include "base/status_macros.h"
 #include "ops/cpu/reduce_kernels.h"
 #include "ops/ucx/algorithms/common.h"
 #include "ops/ucx/ucx_backend.h"
-#include "base/status_macros.h"
 #include "runtime/ucx/address_exchange.h"
 #include "runtime/ucx/ucx_controller.h"
 

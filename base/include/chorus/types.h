@@ -90,9 +90,7 @@ struct TensorView {
   int32_t device = kCpuDevice;
 
   int64_t num_elements() const { return NumElements(shape); }
-  int64_t num_bytes() const {
-    return num_elements() * static_cast<int64_t>(DataTypeSize(dtype));
-  }
+  int64_t num_bytes() const { return num_elements() * static_cast<int64_t>(DataTypeSize(dtype)); }
 };
 
 }  // namespace chorus

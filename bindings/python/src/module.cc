@@ -470,10 +470,12 @@ PYBIND11_MODULE(_C, m) {
   m.def("is_initialized", [] { return chorus_is_initialized() == 1; });
   m.def("topology", &Topology);
   m.def("controller_name", [] { return std::string(chorus_controller_name()); });
-  m.def("cuda_built", [] { return chorus_cuda_built() != 0; },
-        "True when this build has the GPU data plane (CUDA + NCCL)");
-  m.def("nccl_version", [] { return chorus_nccl_version(); },
-        "NCCL_VERSION_CODE of the NCCL this build was compiled with; 0 without the GPU data plane");
+  m.def(
+      "cuda_built", [] { return chorus_cuda_built() != 0; },
+      "True when this build has the GPU data plane (CUDA + NCCL)");
+  m.def(
+      "nccl_version", [] { return chorus_nccl_version(); },
+      "NCCL_VERSION_CODE of the NCCL this build was compiled with; 0 without the GPU data plane");
   m.def(
       "start_timeline",
       [](const std::string& path, bool mark_cycles) {

@@ -1,8 +1,8 @@
 // File: ops/ucx/algorithms/binomial_broadcast.cc
 #include "ops/ucx/algorithms/binomial_broadcast.h"
 
-#include "ops/ucx/algorithms/common.h"
 #include "base/status_macros.h"
+#include "ops/ucx/algorithms/common.h"
 
 namespace chorus::ops::ucx {
 

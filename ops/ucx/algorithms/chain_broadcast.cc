@@ -4,8 +4,8 @@
 #include <cstddef>
 #include <vector>
 
-#include "ops/ucx/algorithms/common.h"
 #include "base/status_macros.h"
+#include "ops/ucx/algorithms/common.h"
 
 namespace chorus::ops::ucx {
 

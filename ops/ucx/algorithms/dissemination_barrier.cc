@@ -1,8 +1,8 @@
 // File: ops/ucx/algorithms/dissemination_barrier.cc
 #include "ops/ucx/algorithms/dissemination_barrier.h"
 
-#include "ops/ucx/algorithms/common.h"
 #include "base/status_macros.h"
+#include "ops/ucx/algorithms/common.h"
 
 namespace chorus::ops::ucx {
 

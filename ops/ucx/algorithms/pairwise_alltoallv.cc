@@ -5,8 +5,8 @@
 #include <cstring>
 #include <string>
 
-#include "ops/ucx/algorithms/common.h"
 #include "base/status_macros.h"
+#include "ops/ucx/algorithms/common.h"
 
 namespace chorus::ops::ucx {
 

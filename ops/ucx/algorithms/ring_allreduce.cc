@@ -4,8 +4,8 @@
 #include <cstddef>
 #include <vector>
 
-#include "ops/ucx/algorithms/ring_allgatherv.h"
 #include "base/status_macros.h"
+#include "ops/ucx/algorithms/ring_allgatherv.h"
 
 namespace chorus::ops::ucx {
 

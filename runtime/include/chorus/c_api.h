@@ -120,8 +120,7 @@ CHORUS_EXPORT int chorus_result_status(const chorus_result_t* result, const char
 /* Output of allgather, alltoall, reducescatter: data (NULL when none), bytes, ndim and shape
  * (valid until chorus_result_free). */
 CHORUS_EXPORT void chorus_result_output(const chorus_result_t* result, void** data,
-                                        int64_t* num_bytes, int32_t* ndim,
-                                        const int64_t** shape);
+                                        int64_t* num_bytes, int32_t* ndim, const int64_t** shape);
 /* Where that output lives: -1 for host memory, else the CUDA device ordinal. */
 CHORUS_EXPORT int32_t chorus_result_output_device(const chorus_result_t* result);
 /* alltoall: rows received from each rank (count entries). */

@@ -30,6 +30,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+
 #include "chorus/types.h"
 
 namespace chorus {
