@@ -10,13 +10,13 @@ import warnings
 from chorus import _C
 from chorus import process_sets as _ps
 
-# Reduction ops: the chorus::ReduceOp values of chorus/types.h.
-Sum = 0
-Average = 1
-Min = 2
-Max = 3
-Product = 4
-Adasum = 5
+# Reduction ops: the chorus::ReduceOp values of chorus/types.h, as the extension exports them.
+Sum = _C.REDUCE_OPS["Sum"]
+Average = _C.REDUCE_OPS["Average"]
+Min = _C.REDUCE_OPS["Min"]
+Max = _C.REDUCE_OPS["Max"]
+Product = _C.REDUCE_OPS["Product"]
+Adasum = _C.REDUCE_OPS["Adasum"]
 REDUCE_OPS = (Sum, Average, Min, Max, Product, Adasum)
 
 _topology = None

@@ -15,16 +15,16 @@ import threading
 
 from chorus import _C
 
-# OpType values of chorus/types.h.
-ALLREDUCE = 0
-ALLGATHER = 1
-BROADCAST = 2
-ALLTOALL = 3
-REDUCESCATTER = 4
-BARRIER = 5
-JOIN = 6
-ADD_PROCESS_SET = 7
-REMOVE_PROCESS_SET = 8
+# OpType values of chorus/types.h, as the extension exports them.
+ALLREDUCE = _C.OP_TYPES["allreduce"]
+ALLGATHER = _C.OP_TYPES["allgather"]
+BROADCAST = _C.OP_TYPES["broadcast"]
+ALLTOALL = _C.OP_TYPES["alltoall"]
+REDUCESCATTER = _C.OP_TYPES["reducescatter"]
+BARRIER = _C.OP_TYPES["barrier"]
+JOIN = _C.OP_TYPES["join"]
+ADD_PROCESS_SET = _C.OP_TYPES["add_process_set"]
+REMOVE_PROCESS_SET = _C.OP_TYPES["remove_process_set"]
 
 _name_lock = threading.Lock()
 _noname_counters = collections.defaultdict(int)  # process set id -> next auto-name index

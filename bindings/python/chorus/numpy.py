@@ -30,20 +30,11 @@ from chorus.process_sets import (ProcessSet, add_process_set, global_process_set
 
 HorovodInternalError = _C.ChorusError
 
-# NumPy dtype -> chorus::DataType value (chorus/types.h).
-_DTYPES = {
-    np.dtype(np.uint8): 0,
-    np.dtype(np.int8): 1,
-    np.dtype(np.int16): 2,
-    np.dtype(np.int32): 3,
-    np.dtype(np.int64): 4,
-    np.dtype(np.float16): 5,
-    np.dtype(np.float32): 7,
-    np.dtype(np.float64): 8,
-    np.dtype(np.bool_): 9,
-}
-_BOOL = 9
-_UINT8 = 0
+# NumPy dtype -> chorus::DataType value (chorus/types.h): every type chorus has but bfloat16,
+# which NumPy lacks, under the same name.
+_DTYPES = {np.dtype(name): code for name, code in _C.DTYPES.items() if name != "bfloat16"}
+_BOOL = _C.DTYPES["bool"]
+_UINT8 = _C.DTYPES["uint8"]
 
 _REDUCE_OPS = _basics.REDUCE_OPS
 _op_name = _handles.op_name

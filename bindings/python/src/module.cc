@@ -15,6 +15,7 @@
 #include "pybind11/stl.h"
 
 #include "chorus/c_api.h"
+#include "constants.h"
 #include "dlpack.h"
 #include "fast_calls.h"
 
@@ -428,6 +429,7 @@ PYBIND11_MODULE(_C, m) {
   g_value_error = PyErr_NewException("chorus._C.ChorusValueError", bases.ptr(), nullptr);
   m.add_object("ChorusError", py::handle(g_error));
   m.add_object("ChorusValueError", py::handle(g_value_error));
+  chorus_python::AddConstants(m);
 
   py::class_<TensorSpec>(m, "TensorSpec")
       .def(py::init([](uintptr_t data, int32_t dtype, std::vector<int64_t> shape, int32_t device) {

@@ -25,6 +25,7 @@
 #include "pybind11/pybind11.h"
 
 #include "chorus/c_api.h"
+#include "chorus/types.h"
 #include "fast_calls.h"
 
 namespace py = pybind11;
@@ -154,7 +155,8 @@ PyObject* SubmitAllreduceInplace(PyObject* tensor, PyObject* name, PyObject* op,
   }
   const long reduce_op = PyLong_AsLong(op);
   // Sum, Average, Min, Max, Product (Adasum and unknown values: the general path says why).
-  if (reduce_op < 0 || reduce_op > 4) {
+  if (reduce_op < static_cast<long>(chorus::ReduceOp::kSum) ||
+      reduce_op > static_cast<long>(chorus::ReduceOp::kProduct)) {
     PyErr_Clear();
     return NotHandled();
   }
@@ -200,7 +202,7 @@ PyObject* SubmitAllreduceInplace(PyObject* tensor, PyObject* name, PyObject* op,
   static std::string full_name;  // GIL-protected scratch; chorus_enqueue copies the name
   full_name.assign("allreduce.");
   full_name.append(utf8, static_cast<size_t>(name_len));
-  c_op.type = 0;  // allreduce
+  c_op.type = static_cast<int32_t>(chorus::OpType::kAllreduce);
   c_op.name = full_name.c_str();
   c_op.reduce_op = static_cast<int32_t>(reduce_op);
   c_op.prescale_factor = PyFloat_AS_DOUBLE(prescale);

@@ -41,19 +41,9 @@ class HostsUpdatedInterrupt(RuntimeError):
         self.skip_sync = skip_sync
 
 
-# torch dtype -> chorus::DataType value (chorus/types.h).
-_DTYPES = {
-    torch.uint8: 0,
-    torch.int8: 1,
-    torch.int16: 2,
-    torch.int32: 3,
-    torch.int64: 4,
-    torch.float16: 5,
-    torch.bfloat16: 6,
-    torch.float32: 7,
-    torch.float64: 8,
-    torch.bool: 9,
-}
+# torch dtype -> chorus::DataType value (chorus/types.h): every type chorus has is a torch type
+# of the same name.
+_DTYPES = {getattr(torch, name): code for name, code in _C.DTYPES.items()}
 
 _REDUCE_OPS = _basics.REDUCE_OPS
 
