@@ -94,12 +94,19 @@ class Definitions {
     Optional("--autotune-gaussian-process-noise", &o->autotune_gaussian_process_noise,
              "Regularization value in [0, 1] (default: 0.8).");
 
-    Elastic("--min-np,--min-num-proc", "Minimum number of processes (elastic).");
-    Elastic("--max-np,--max-num-proc", "Maximum number of processes (elastic).");
-    Elastic("--slots-per-host,--slots", "Slots per host (elastic).");
-    Elastic("--elastic-timeout", "Elastic re-initialization timeout (elastic).");
-    Elastic("--reset-limit", "Maximum number of resets (elastic).");
-    Elastic("--host-discovery-script", "Host discovery script (elastic).");
+    Elastic("--min-np,--min-num-proc", &o->elastic.min_np,
+            "Minimum number of processes (elastic; default: -np).");
+    Elastic("--max-np,--max-num-proc", &o->elastic.max_np,
+            "Maximum number of processes (elastic; default: every discovered slot).");
+    Elastic("--slots-per-host,--slots", &o->elastic.slots_per_host,
+            "Slots of a discovered host that names none (elastic; default: 1).");
+    Elastic("--elastic-timeout", &o->elastic.elastic_timeout_s,
+            "Seconds to wait for --min-np slots (elastic; default: HOROVOD_ELASTIC_TIMEOUT, "
+            "else 600).");
+    Elastic("--reset-limit", &o->elastic.reset_limit,
+            "Maximum number of resets; the next one ends the job (elastic; default: none).");
+    Elastic("--host-discovery-script", &o->elastic.discovery_script,
+            "Script printing the available hosts, one 'host[:slots]' per line (elastic).");
     elastic_.push_back(app_.add_option("--blacklist-cooldown-range", cooldown_,
                                        "Seconds (min, max) a failing host stays blacklisted.")
                            ->expected(2)
@@ -160,12 +167,15 @@ class Definitions {
     for (auto& commit : commits_) commit();
     if (version_) return CommandLine::Action::kVersion;
     if (check_build_) return CommandLine::Action::kCheckBuild;
-    for (CLI::Option* opt : elastic_) {
-      if (opt->count() > 0) {
-        return absl::UnimplementedError(absl::StrCat("elastic training is not supported yet (",
-                                                     opt->get_name(),
-                                                     " given); run a fixed-size job with -np N"));
+    for (CLI::Option* opt : elastic_) o_->is_elastic = o_->is_elastic || opt->count() > 0;
+    if (cooldown_.size() == 2) o_->elastic.blacklist_cooldown_s = {cooldown_[0], cooldown_[1]};
+    if (o_->is_elastic) {
+      if (mpi_) {
+        return absl::InvalidArgumentError(
+            "elastic training needs the MPI-less mode (--gloo): Open MPI 4.1 cannot resize a "
+            "world, so --mpi cannot be used with the elastic flags");
       }
+      o_->gloo = true;
     }
     if (o_->gloo) {
       for (const char* flag : {"--mpi-args", "--binding-args"}) {
@@ -207,8 +217,9 @@ class Definitions {
     });
   }
 
-  void Elastic(const std::string& names, const std::string& help) {
-    elastic_.push_back(app_.add_option(names, help)->allow_extra_args(false));
+  template <typename T>
+  void Elastic(const std::string& names, std::optional<T>* out, const std::string& help) {
+    elastic_.push_back(Optional(names, out, help));
   }
 
   void AddNics(const std::string& list) {
@@ -246,6 +257,55 @@ template <typename T>
 absl::Status NonNegative(const std::optional<T>& v, absl::string_view flag) {
   if (!v) return absl::OkStatus();
   return CheckRange(*v >= 0, flag, absl::StrCat(*v), "a value >= 0");
+}
+
+// The elastic flags: each value in range, and min <= np <= max, MIN <= MAX.
+absl::Status ValidateElastic(const LaunchOptions& o) {
+  const LaunchOptions::Elastic& e = o.elastic;
+  if (!o.is_elastic) return absl::OkStatus();
+  const std::pair<const std::optional<int>*, const char*> positive[] = {
+      {&e.min_np, "--min-np"},
+      {&e.max_np, "--max-np"},
+      {&e.slots_per_host, "--slots-per-host"},
+      {&e.elastic_timeout_s, "--elastic-timeout"},
+  };
+  for (const auto& [value, flag] : positive) {
+    if (*value && **value < 1) {
+      return CheckRange(false, flag, absl::StrCat(**value), "a value >= 1");
+    }
+  }
+  if (absl::Status s = NonNegative(e.reset_limit, "--reset-limit"); !s.ok()) return s;
+  if (e.min_np && *e.min_np > o.num_proc) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--min-np=", *e.min_np, " is larger than -np=", o.num_proc));
+  }
+  if (e.max_np && o.num_proc > *e.max_np) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("-np=", o.num_proc, " is larger than --max-np=", *e.max_np));
+  }
+  if (e.blacklist_cooldown_s) {
+    const auto [min, max] = *e.blacklist_cooldown_s;
+    if (min < 1 || max < 1) {
+      return absl::InvalidArgumentError(absl::StrCat("--blacklist-cooldown-range ", min, " ", max,
+                                                     ": both values must be seconds >= 1"));
+    }
+    if (min > max) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--blacklist-cooldown-range ", min, " ", max, ": MIN is larger than MAX"));
+    }
+  }
+  if (e.discovery_script && e.discovery_script->empty()) {
+    return absl::InvalidArgumentError("--host-discovery-script is empty");
+  }
+  if (e.discovery_script && (o.hosts || o.hostfile)) {
+    return absl::InvalidArgumentError(
+        "--host-discovery-script and -H/--hostfile exclude each other: the script names the "
+        "hosts");
+  }
+  if (o.output_filename) {
+    return absl::UnimplementedError("--output-filename is not supported with elastic training yet");
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Validate(const LaunchOptions& o) {
@@ -314,6 +374,7 @@ absl::Status Validate(const LaunchOptions& o) {
        }) {
     if (!s.ok()) return s;
   }
+  if (absl::Status s = ValidateElastic(o); !s.ok()) return s;
   if (o.command.empty()) {
     return absl::InvalidArgumentError(
         "no command given; usage: chorusrun -np N [options] COMMAND [ARGS...]");
@@ -402,6 +463,7 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
       return s;
     }
     if (defs.mpi_given()) result.options.gloo = false;  // the command line wins
+    if (result.options.is_elastic) result.options.gloo = true;
   }
   if (!defs.num_proc_given()) {
     return absl::InvalidArgumentError("-np/--num-proc is required (see chorusrun --help)");

@@ -8,8 +8,10 @@
 // --config-file FILE is read here (launcher/config_file.h); flags given win over its values, and
 // its values pass the same range checks as flags.
 //
-// Flags chorus does not support yet (--jsrun, the elastic ones) parse, and are then
-// rejected with an Unimplemented status saying so. Every other problem (unknown flag, missing or
+// The elastic flags (--min-np, --max-np, --host-discovery-script, ...) make the job elastic and
+// imply --gloo; with --mpi given they are InvalidArgument (Open MPI cannot resize a world).
+// Flags chorus does not support yet (--jsrun) parse, and are then rejected with an
+// Unimplemented status saying so. Every other problem (unknown flag, missing or
 // malformed value, value out of range, no command) is InvalidArgument; its message is one line.
 //
 // Thread-safety: stateless.

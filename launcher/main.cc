@@ -1,5 +1,6 @@
 // chorusrun: launches a chorus job, horovodrun-compatible: MPI mode (mpirun starts the workers)
-// or, with --gloo, the MPI-less mode (launcher/ucx_launch.h). See launcher/README.md.
+// or, with --gloo, the MPI-less mode (launcher/ucx_launch.h), or with the elastic flags the
+// elastic driver (elastic/driver.h). See launcher/README.md.
 //
 // Exit status: 0 after --help/--version/--check-build; 2 for bad input, before anything starts;
 // otherwise mpirun's status (128 + N when it was killed by signal N), or in --gloo mode the
@@ -15,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
+#include "elastic/driver.h"
 #include "launcher/args.h"
 #include "launcher/check_build.h"
 #include "launcher/child_process.h"
@@ -67,6 +69,7 @@ int Main(const std::vector<std::string>& args) {
   }
 
   const Environment launcher_env = ProcessEnvironment();
+  if (o.is_elastic) return elastic::RunElasticJob(o, launcher_env);
   if (o.gloo) return RunUcxJob(o, launcher_env);
 
   absl::StatusOr<JobHosts> hosts = ResolveJobHosts(o, launcher_env, /*use_slurm=*/true);

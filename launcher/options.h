@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace chorus::launcher {
@@ -67,6 +68,21 @@ struct LaunchOptions {
   // Logging: trace, debug, info, warning, error, fatal (lower case).
   std::optional<std::string> log_level;
   std::optional<bool> log_with_timestamp;
+
+  // Elastic training (horovodrun's elastic flags). Any of them makes the job elastic, which
+  // implies --gloo (elastic/driver.h); --mpi given with them is an error.
+  struct Elastic {
+    std::optional<int> min_np;                    // --min-np/--min-num-proc; unset: -np
+    std::optional<int> max_np;                    // --max-np/--max-num-proc; unset: no cap
+    std::optional<int> slots_per_host;            // --slots-per-host/--slots; unset: 1
+    std::optional<int> elastic_timeout_s;         // unset: HOROVOD_ELASTIC_TIMEOUT, else 600
+    std::optional<int> reset_limit;               // unset: no limit
+    std::optional<std::string> discovery_script;  // --host-discovery-script
+    std::optional<std::pair<int, int>> blacklist_cooldown_s;  // MIN MAX seconds
+  };
+  Elastic elastic;
+  // True when any elastic flag was given.
+  bool is_elastic = false;
 
   // The command each worker runs: program and arguments, verbatim.
   std::vector<std::string> command;

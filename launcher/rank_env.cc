@@ -22,7 +22,7 @@ std::vector<EnvVar> RankEnvironment(const RankPlacement& p, const RendezvousInfo
   }
   vars.emplace_back("CHORUS_RENDEZVOUS_ADDR", rendezvous.address);
   vars.emplace_back(kRendezvousSecretVar, rendezvous.secret);
-  vars.emplace_back("CHORUS_RENDEZVOUS_SCOPE", kFirstWorldScope);
+  vars.emplace_back("CHORUS_RENDEZVOUS_SCOPE", rendezvous.scope);
   vars.emplace_back("CHORUS_START_TIMEOUT_SECONDS", absl::StrCat(rendezvous.start_timeout_s));
   return vars;
 }

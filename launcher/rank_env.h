@@ -11,7 +11,8 @@
 //   HOROVOD_CROSS_SIZE, HOROVOD_HOSTNAME   the same values
 //   CHORUS_RENDEZVOUS_ADDR    host:port of the rendezvous server in chorusrun
 //   CHORUS_RENDEZVOUS_SECRET  the job's secret (64 hex digits)
-//   CHORUS_RENDEZVOUS_SCOPE   "world/0"
+//   CHORUS_RENDEZVOUS_SCOPE   rendezvous.scope: "world/0", "world/<g>" in generation g of an
+//                             elastic job
 //   CHORUS_START_TIMEOUT_SECONDS  --start-timeout (default 30)
 //
 // Pure functions.
@@ -36,6 +37,7 @@ struct RendezvousInfo {
   std::string address;  // host:port as workers dial it
   std::string secret;
   int start_timeout_s = 30;
+  std::string scope = kFirstWorldScope;  // CHORUS_RENDEZVOUS_SCOPE
 };
 
 // The variables above for `p`, in the order listed.

@@ -14,80 +14,19 @@
 
 #include "absl/strings/str_cat.h"
 
+#include "base/status_macros.h"
+
 namespace chorus::launcher {
 namespace {
 
-constexpr int kHandledSignals[4] = {SIGINT, SIGTERM, SIGCHLD, SIGPIPE};
 constexpr size_t kReadChunk = 64 * 1024;
 constexpr int kChunksPerWakeup = 16;  // per pipe, so that one chatty worker cannot starve others
 // poll() wakes at least this often even without events (a safety net; SIGCHLD wakes it).
 constexpr absl::Duration kMaxPollWait = absl::Seconds(1);
 
-// The write end of the running group's self-pipe; -1 when none runs.
-volatile sig_atomic_t g_signal_fd = -1;
-
-void OnSignal(int sig) {
-  const int saved = errno;
-  const int fd = g_signal_fd;
-  if (fd >= 0) {
-    const char byte = static_cast<char>(sig);
-    [[maybe_unused]] ssize_t ignored = ::write(fd, &byte, 1);
-  }
-  errno = saved;
-}
-
-// fds 0-2 open, so that pipes and /dev/null never take those numbers.
-void EnsureStandardFds() {
-  for (int fd = 0; fd <= 2; ++fd) {
-    if (::fcntl(fd, F_GETFD) == -1 && errno == EBADF) ::open("/dev/null", O_RDWR);
-  }
-}
-
-WorkerExit FromWaitStatus(int status) {
-  WorkerExit e;
-  if (WIFSIGNALED(status)) {
-    e.signaled = true;
-    e.code = WTERMSIG(status);
-  } else if (WIFEXITED(status)) {
-    e.code = WEXITSTATUS(status);
-  } else {
-    e.code = 1;
-  }
-  return e;
-}
-
 void CloseFd(int* fd) {
   if (*fd >= 0) ::close(*fd);
   *fd = -1;
-}
-
-// The child side of fork(): async-signal-safe calls only.
-[[noreturn]] void ExecChild(pid_t group, pid_t parent, int stdin_fd, int out_fd, int err_fd,
-                            const char* program, char* const argv[], char* const envp[],
-                            const char* exec_error, size_t exec_error_size, const sigset_t* mask,
-                            const struct sigaction* launcher_actions) {
-  ::setpgid(0, group);
-  // As chorusrun itself was started: ignored stays ignored (nohup, a shell's background job),
-  // anything else is the default.
-  for (size_t i = 0; i < std::size(kHandledSignals); ++i) {
-    struct sigaction action = {};
-    action.sa_handler = launcher_actions[i].sa_handler == SIG_IGN ? SIG_IGN : SIG_DFL;
-    sigemptyset(&action.sa_mask);
-    ::sigaction(kHandledSignals[i], &action, nullptr);
-  }
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (::getppid() != parent) ::_exit(1);  // chorusrun died before prctl
-  ::dup2(stdin_fd, STDIN_FILENO);
-  ::dup2(out_fd, STDOUT_FILENO);
-  ::dup2(err_fd, STDERR_FILENO);
-  ::sigprocmask(SIG_SETMASK, mask, nullptr);
-  ::execve(program, argv, envp);
-  const char* why = ::strerrordesc_np(errno);  // unlike strerror, no locale and no locks
-  if (why == nullptr) why = "unknown error";
-  [[maybe_unused]] ssize_t a = ::write(STDERR_FILENO, exec_error, exec_error_size);
-  [[maybe_unused]] ssize_t b = ::write(STDERR_FILENO, why, std::strlen(why));
-  [[maybe_unused]] ssize_t c = ::write(STDERR_FILENO, "\n", 1);
-  ::_exit(127);
 }
 
 // The keeper: leads the process group, holds nothing, waits for SIGKILL.
@@ -106,11 +45,6 @@ void CloseFd(int* fd) {
 
 }  // namespace
 
-std::string SignalName(int sig) {
-  const char* name = ::sigdescr_np(sig);
-  return absl::StrCat(sig, " (", name != nullptr ? name : "unknown signal", ")");
-}
-
 WorkerGroup::WorkerGroup(WorkerGroupOptions options, OutputSink* sink)
     : options_(std::move(options)), sink_(sink) {}
 
@@ -127,7 +61,7 @@ WorkerGroup::~WorkerGroup() {
     CloseOutput(static_cast<int>(i), 1);
   }
   CloseStdins();
-  RestoreSignals();
+  signals_.Restore();
 }
 
 int WorkerGroup::RunningCount() const {
@@ -137,18 +71,7 @@ int WorkerGroup::RunningCount() const {
 
 absl::Status WorkerGroup::Start(const std::vector<WorkerSpec>& specs) {
   EnsureStandardFds();
-  if (::pipe2(signal_pipe_, O_CLOEXEC | O_NONBLOCK) != 0) {
-    return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
-  }
-  g_signal_fd = signal_pipe_[1];
-  for (size_t i = 0; i < std::size(kHandledSignals); ++i) {
-    struct sigaction action = {};
-    action.sa_handler = kHandledSignals[i] == SIGPIPE ? SIG_IGN : OnSignal;
-    action.sa_flags = SA_RESTART | (kHandledSignals[i] == SIGCHLD ? SA_NOCLDSTOP : 0);
-    sigemptyset(&action.sa_mask);
-    ::sigaction(kHandledSignals[i], &action, &old_actions_[i]);
-  }
-  handlers_installed_ = true;
+  CHORUS_RETURN_IF_ERROR(signals_.Install());
 
   const pid_t parent = ::getpid();
   sigset_t all, old_mask;
@@ -182,76 +105,14 @@ absl::Status WorkerGroup::Start(const std::vector<WorkerSpec>& specs) {
 }
 
 absl::Status WorkerGroup::StartOne(int index, const WorkerSpec& spec, int dev_null) {
+  CHORUS_ASSIGN_OR_RETURN(SpawnedProcess p,
+                          SpawnProcess(spec, keeper_, dev_null, signals_.inherited_actions()));
   Worker& w = workers_[static_cast<size_t>(index)];
-  int out[2], err[2], in[2] = {-1, -1};
-  if (::pipe2(out, O_CLOEXEC) != 0) {
-    return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
-  }
-  if (::pipe2(err, O_CLOEXEC) != 0) {
-    const int e = errno;
-    ::close(out[0]);
-    ::close(out[1]);
-    return absl::InternalError(absl::StrCat("pipe: ", std::strerror(e)));
-  }
-  if (spec.stdin_text && ::pipe2(in, O_CLOEXEC) != 0) {
-    const int e = errno;
-    for (int fd : {out[0], out[1], err[0], err[1]}) ::close(fd);
-    return absl::InternalError(absl::StrCat("pipe: ", std::strerror(e)));
-  }
-
-  // Everything the child needs is built before fork.
-  std::vector<std::string> env_strings;
-  env_strings.reserve(spec.environment.size());
-  for (const auto& [name, value] : spec.environment) {
-    env_strings.push_back(absl::StrCat(name, "=", value));
-  }
-  std::vector<char*> argv, envp;
-  for (const std::string& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  for (const std::string& e : env_strings) envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
-  const std::string exec_error = absl::StrCat("chorusrun: error: cannot run ", spec.program, ": ");
-
-  sigset_t all, old_mask;
-  sigfillset(&all);
-  ::pthread_sigmask(SIG_SETMASK, &all, &old_mask);
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ExecChild(keeper_, parent, spec.stdin_text ? in[0] : dev_null, out[1], err[1],
-              spec.program.c_str(), argv.data(), envp.data(), exec_error.data(), exec_error.size(),
-              &old_mask, old_actions_);
-  }
-  const int fork_errno = errno;
-  if (pid > 0) ::setpgid(pid, keeper_);  // EACCES once the child has exec'd: it did it itself
-  ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
-  ::close(out[1]);
-  ::close(err[1]);
-  if (in[0] >= 0) ::close(in[0]);
-  if (pid < 0) {
-    ::close(out[0]);
-    ::close(err[0]);
-    if (in[1] >= 0) ::close(in[1]);
-    return absl::InternalError(absl::StrCat("fork: ", std::strerror(fork_errno)));
-  }
-  w.pid = pid;
+  w.pid = p.pid;
   w.running = true;
-  w.fds[0] = out[0];
-  w.fds[1] = err[0];
-  w.stdin_fd = in[1];
-  ::fcntl(w.fds[0], F_SETFL, O_NONBLOCK);
-  ::fcntl(w.fds[1], F_SETFL, O_NONBLOCK);
-  if (spec.stdin_text) {
-    // Small (a line): fits the pipe's buffer. A worker that already died gives EPIPE: ignored.
-    const std::string& text = *spec.stdin_text;
-    size_t written = 0;
-    while (written < text.size()) {
-      const ssize_t n = ::write(w.stdin_fd, text.data() + written, text.size() - written);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      written += static_cast<size_t>(n);
-    }
-  }
+  w.fds[0] = p.stdout_fd;
+  w.fds[1] = p.stderr_fd;
+  w.stdin_fd = p.stdin_fd;
   return absl::OkStatus();
 }
 
@@ -306,20 +167,13 @@ void WorkerGroup::ReadReady(const std::vector<struct pollfd>& polled,
 }
 
 void WorkerGroup::HandleSignals(GroupResult* result) {
-  char bytes[64];
-  while (true) {
-    const ssize_t n = ::read(signal_pipe_[0], bytes, sizeof(bytes));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    for (ssize_t i = 0; i < n; ++i) {
-      const int sig = bytes[i];
-      if (sig != SIGINT && sig != SIGTERM) continue;  // SIGCHLD: Reap() runs next
-      if (!result->stop_signal) result->stop_signal = sig;
-      if (stopping_) {
-        KillAll();
-      } else {
-        BeginStop(sig);
-      }
+  for (const int sig : signals_.Drain()) {
+    if (sig != SIGINT && sig != SIGTERM) continue;  // SIGCHLD: Reap() runs next
+    if (!result->stop_signal) result->stop_signal = sig;
+    if (stopping_) {
+      KillAll();
+    } else {
+      BeginStop(sig);
     }
   }
 }
@@ -356,17 +210,6 @@ void WorkerGroup::CloseStdins() {
   for (Worker& w : workers_) CloseFd(&w.stdin_fd);
 }
 
-void WorkerGroup::RestoreSignals() {
-  if (!handlers_installed_) return;
-  for (size_t i = 0; i < std::size(kHandledSignals); ++i) {
-    ::sigaction(kHandledSignals[i], &old_actions_[i], nullptr);
-  }
-  handlers_installed_ = false;
-  g_signal_fd = -1;
-  CloseFd(&signal_pipe_[0]);
-  CloseFd(&signal_pipe_[1]);
-}
-
 GroupResult WorkerGroup::Wait() {
   GroupResult result;
   result.exits.resize(workers_.size());
@@ -378,7 +221,7 @@ GroupResult WorkerGroup::Wait() {
       if (keeper_ > 0) KillKeeper();  // leftovers of finished workers
       if (!drain_until) drain_until = now + kDrainAfterExit;
     }
-    std::vector<struct pollfd> polled = {{signal_pipe_[0], POLLIN, 0}};
+    std::vector<struct pollfd> polled = {{signals_.read_fd(), POLLIN, 0}};
     std::vector<int> owners = {-1};
     for (size_t i = 0; i < workers_.size(); ++i) {
       for (int s = 0; s < 2; ++s) {
@@ -414,7 +257,7 @@ GroupResult WorkerGroup::Wait() {
     CloseOutput(static_cast<int>(i), 1);
   }
   CloseStdins();
-  RestoreSignals();
+  signals_.Restore();
   return result;
 }
 

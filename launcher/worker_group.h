@@ -16,7 +16,6 @@
 #define CHORUS_LAUNCHER_WORKER_GROUP_H_
 
 #include <poll.h>
-#include <signal.h>
 #include <sys/types.h>
 
 #include <optional>
@@ -27,31 +26,12 @@
 #include "absl/time/time.h"
 
 #include "launcher/mpirun_command.h"
+#include "launcher/spawn.h"
 #include "launcher/worker_output.h"
 
 namespace chorus::launcher {
 
 inline constexpr absl::Duration kDrainAfterExit = absl::Milliseconds(500);
-
-struct WorkerSpec {
-  std::string program;                    // what execve runs: a path (no PATH search)
-  std::vector<std::string> argv;          // argv[0] included
-  Environment environment;                // the whole environment
-  std::optional<std::string> stdin_text;  // nullopt: stdin is /dev/null
-};
-
-// How one worker ended.
-struct WorkerExit {
-  bool signaled = false;
-  int code = 0;  // the exit code, or the signal number when `signaled`
-
-  bool ok() const { return !signaled && code == 0; }
-  // As a shell reports it: the code, or 128 + the signal number.
-  int shell_status() const { return signaled ? 128 + code : code; }
-};
-
-// "9 (Killed)": a signal's number and description, for messages.
-std::string SignalName(int sig);
 
 struct GroupResult {
   std::vector<WorkerExit> exits;  // by worker index
@@ -103,19 +83,15 @@ class WorkerGroup {
   void KillAll();
   void KillKeeper();
   void CloseStdins();
-  void RestoreSignals();
   int RunningCount() const;
 
   WorkerGroupOptions options_;
   OutputSink* sink_;
   std::vector<Worker> workers_;
   pid_t keeper_ = -1;  // leader of the workers' process group; -1 once gone
-  bool handlers_installed_ = false;
   bool stopping_ = false;
   std::optional<absl::Time> kill_at_;
-  int signal_pipe_[2] = {-1, -1};
-  // SIGINT, SIGTERM, SIGCHLD, SIGPIPE as they were before Start().
-  struct sigaction old_actions_[4];
+  SignalPipe signals_;  // SIGINT, SIGTERM, SIGCHLD (SIGPIPE ignored) from Start() to Wait()
 };
 
 }  // namespace chorus::launcher

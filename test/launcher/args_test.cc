@@ -183,27 +183,63 @@ TEST_CASE("Bad input is one-line InvalidArgument", "[launcher][args]") {
   CHECK_THAT(std::string(status.message()), Catch::Contains(expected));
 }
 
-TEST_CASE("Elastic flags and --jsrun are Unimplemented", "[launcher][args]") {
+TEST_CASE("--jsrun is Unimplemented", "[launcher][args]") {
+  absl::Status status = ParseError({"-np", "2", "--jsrun", "prog"});
+  CHECK(status.code() == absl::StatusCode::kUnimplemented);
+  CHECK_THAT(std::string(status.message()), Catch::Contains("--jsrun is not supported"));
+}
+
+TEST_CASE("Elastic flags parse, with their aliases, and imply --gloo", "[launcher][args]") {
+  auto cl =
+      ParseCommandLine({"-np", "2", "--min-num-proc", "1", "--max-num-proc", "4", "--slots", "3",
+                        "--elastic-timeout", "7", "--reset-limit", "0", "--host-discovery-script",
+                        "d.sh", "--blacklist-cooldown-range", "1", "5", "prog", "x"});
+  REQUIRE(cl.ok());
+  const LaunchOptions& o = cl->options;
+  CHECK(o.is_elastic);
+  CHECK(o.gloo);
+  CHECK(o.elastic.min_np == 1);
+  CHECK(o.elastic.max_np == 4);
+  CHECK(o.elastic.slots_per_host == 3);
+  CHECK(o.elastic.elastic_timeout_s == 7);
+  CHECK(o.elastic.reset_limit == 0);
+  CHECK(o.elastic.discovery_script == "d.sh");
+  CHECK(o.elastic.blacklist_cooldown_s == std::make_pair(1, 5));
+  CHECK(o.command == Args{"prog", "x"});
+
+  auto fixed = ParseCommandLine({"-np", "2", "-H", "a:2,b:2", "--min-np", "1", "prog"});
+  REQUIRE(fixed.ok());
+  CHECK(fixed->options.is_elastic);
+  CHECK(fixed->options.gloo);
+  auto plain = ParseCommandLine({"-np", "2", "prog"});
+  REQUIRE(plain.ok());
+  CHECK_FALSE(plain->options.is_elastic);
+}
+
+TEST_CASE("Inconsistent elastic values are InvalidArgument", "[launcher][args]") {
   auto [args, expected] = GENERATE(table<Args, std::string>({
-      {{"-np", "2", "--min-np", "1", "prog"}, "elastic training is not supported yet"},
-      {{"-np", "2", "--max-np", "4", "prog"}, "elastic training is not supported yet"},
-      {{"-np", "2", "--slots", "4", "prog"}, "elastic training is not supported yet"},
-      {{"-np", "2", "--host-discovery-script", "d.sh", "prog"}, "elastic training"},
-      {{"-np", "2", "--reset-limit", "3", "prog"}, "elastic training"},
-      {{"-np", "2", "--blacklist-cooldown-range", "10", "100", "prog"}, "elastic training"},
-      {{"-np", "2", "--elastic-timeout", "60", "prog"}, "elastic training"},
-      {{"-np", "2", "--gloo", "--min-np", "1", "prog"}, "elastic training is not supported yet"},
-      {{"-np", "2", "--jsrun", "prog"}, "--jsrun is not supported"},
+      {{"-np", "2", "--min-np", "3", "prog"}, "--min-np=3 is larger than -np=2"},
+      {{"-np", "5", "--max-np", "4", "prog"}, "-np=5 is larger than --max-np=4"},
+      {{"-np", "2", "--min-np", "0", "prog"}, "--min-np=0 is out of range"},
+      {{"-np", "2", "--max-np", "-1", "prog"}, "--max-np=-1 is out of range"},
+      {{"-np", "2", "--slots", "0", "prog"}, "--slots-per-host=0 is out of range"},
+      {{"-np", "2", "--elastic-timeout", "0", "prog"}, "--elastic-timeout=0 is out of range"},
+      {{"-np", "2", "--reset-limit", "-1", "prog"}, "--reset-limit=-1 is out of range"},
+      {{"-np", "2", "--blacklist-cooldown-range", "5", "1", "prog"}, "MIN is larger than MAX"},
+      {{"-np", "2", "--blacklist-cooldown-range", "0", "1", "prog"}, "seconds >= 1"},
+      {{"-np", "2", "--host-discovery-script", "d", "-H", "a", "prog"}, "exclude each other"},
+      {{"-np", "2", "--mpi", "--min-np", "1", "prog"}, "Open MPI 4.1 cannot resize a world"},
   }));
   absl::Status status = ParseError(args);
-  CHECK(status.code() == absl::StatusCode::kUnimplemented);
+  CHECK(status.code() == absl::StatusCode::kInvalidArgument);
   CHECK_THAT(std::string(status.message()), Catch::Contains(expected));
 }
 
 TEST_CASE("--blacklist-cooldown-range takes exactly two values", "[launcher][args]") {
-  // The command after the two values is not swallowed (the flag is rejected for being elastic).
-  absl::Status status = ParseError({"-np", "2", "--blacklist-cooldown-range", "1", "2", "prog"});
-  CHECK(status.code() == absl::StatusCode::kUnimplemented);
+  // The command after the two values is not swallowed.
+  auto cl = ParseCommandLine({"-np", "2", "--blacklist-cooldown-range", "1", "2", "prog"});
+  REQUIRE(cl.ok());
+  CHECK(cl->options.command == Args{"prog"});
 }
 
 TEST_CASE("ShellSplit splits like a shell", "[launcher][args]") {

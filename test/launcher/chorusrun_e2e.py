@@ -175,11 +175,10 @@ BAD_INPUT = [
      "cannot read --config-file '/nonexistent.yaml'"),
     (['-np', '2', '--gloo', '--binding-args', '-bind-to core', 'true'],
      '--binding-args is for mpirun and has no effect with --gloo'),
-    (['-np', '2', '--min-np', '1', 'true'], 'elastic training is not supported yet'),
-    (['-np', '2', '--host-discovery-script', '/bin/true', 'true'],
-     'elastic training is not supported yet'),
-    (['-np', '2', '--blacklist-cooldown-range', '1', '5', 'true'],
-     'elastic training is not supported yet'),
+    (['-np', '2', '--min-np', '3', 'true'], '--min-np=3 is larger than -np=2'),
+    (['-np', '2', '--mpi', '--host-discovery-script', '/bin/true', 'true'],
+     'Open MPI 4.1 cannot resize a world'),
+    (['-np', '2', '--blacklist-cooldown-range', '5', '1', 'true'], 'MIN is larger than MAX'),
 ]
 
 

@@ -424,7 +424,7 @@ BAD_INPUT = [
     (['-np', '3', '-H', 'localhost:2', 'true'], '-np 3 is more than the 2 slots of -H localhost:2'),
     (['-np', '2', 'no_such_command_xyz'], "command 'no_such_command_xyz' not found in PATH"),
     (['-np', '2', '--mpi-args', '-x FOO', 'true'], '--mpi-args is for mpirun'),
-    (['-np', '2', '--min-np', '1', 'true'], 'elastic training is not supported yet'),
+    (['-np', '2', '--min-np', '3', 'true'], '--min-np=3 is larger than -np=2'),
     (['-np', '2', '--mpi', 'true'], 'excludes'),
     (['-np', '1', 'true'], 'HOROVOD_START_TIMEOUT=soon is not a number of seconds'),
 ]

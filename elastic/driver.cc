@@ -1,0 +1,509 @@
+#include "elastic/driver.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+
+#include "elastic/blacklist.h"
+#include "elastic/driver_settings.h"
+#include "elastic/host_discovery.h"
+#include "elastic/host_set.h"
+#include "elastic/rank_assignment.h"
+#include "elastic/reset_log.h"
+#include "elastic/supervisor.h"
+#include "launcher/executable_search.h"
+#include "launcher/job_hosts.h"
+#include "launcher/rank_env.h"
+#include "launcher/rendezvous_server.h"
+#include "launcher/ssh_command.h"
+#include "launcher/ucx_launch.h"
+#include "launcher/worker_env.h"
+#include "launcher/worker_output.h"
+
+namespace chorus::elastic {
+namespace {
+
+using launcher::Environment;
+using launcher::LaunchOptions;
+
+constexpr int kUsageError = 2;
+constexpr int kJobError = 1;
+
+int Fail(int status, absl::string_view message) {
+  std::cerr << "chorusrun: error: " << message << std::endl;
+  return status;
+}
+
+absl::StatusOr<std::string> CurrentDirectory() {
+  std::vector<char> buffer(4096);
+  while (::getcwd(buffer.data(), buffer.size()) == nullptr) {
+    if (errno != ERANGE) {
+      return absl::InternalError(absl::StrCat("getcwd: ", std::strerror(errno)));
+    }
+    buffer.resize(buffer.size() * 2);
+  }
+  return std::string(buffer.data());
+}
+
+// One worker of the running generation.
+struct Member {
+  int id = 0;  // the Supervisor's
+  WorkerAssignment assignment;
+  bool alive = true;  // false once it ended
+};
+
+// The driver loop of elastic/driver.h. Main thread only.
+class Driver {
+ public:
+  Driver(const LaunchOptions& o, const Environment& env, DriverSettings settings,
+         Blacklist blacklist)
+      : o_(o), env_(env), settings_(std::move(settings)), blacklist_(std::move(blacklist)) {}
+
+  ~Driver() {
+    if (server_ != nullptr) server_->Shutdown();
+  }
+
+  // Resolves the host source, the programs and the rendezvous server. Exit status on failure.
+  std::optional<int> Prepare();
+  // The loop; chorusrun's exit status.
+  int Run();
+
+ private:
+  // Runs discovery. On failure: the exit status (after a message).
+  std::optional<int> Discover();
+  // The next generation's ranks from the discovered hosts and `previous`.
+  absl::StatusOr<RankAssignment> Plan(const std::vector<PreviousWorker>& previous,
+                                      std::vector<launcher::HostSlots>* ordered) const;
+  std::vector<PreviousWorker> AliveMembers() const;
+  // Starts generation generation_ + 1. On failure: the exit status.
+  std::optional<int> StartGeneration(const RankAssignment& next,
+                                     std::vector<launcher::HostSlots> ordered);
+  absl::StatusOr<launcher::WorkerSpec> SpecFor(const launcher::RankPlacement& p, int generation);
+  // Handles the ends of workers. Sets reset_causes_; returns an exit status when the job ends.
+  std::optional<int> HandleExits(const std::vector<Supervisor::Exit>& exits);
+  // Stops every running worker with `sig` and waits for them (a SIGINT/SIGTERM meanwhile turns
+  // the stop into SIGKILL and is returned).
+  std::optional<int> StopAll(int sig);
+  // A signal reached chorusrun: forwards it, waits, and returns 128 + sig.
+  int Shutdown(int sig);
+  // Reads the last output of the workers (bounded).
+  void DrainOutput();
+  int JobFailed(const std::string& cause);
+  // Decides a reset: counts it against --reset-limit and stops the generation. An exit
+  // status when the job ends.
+  std::optional<int> Reset();
+  bool EveryHostBlacklisted(absl::Time now) const;
+
+  const LaunchOptions& o_;
+  const Environment& env_;
+  DriverSettings settings_;
+  Blacklist blacklist_;
+
+  std::function<absl::StatusOr<HostDiscovery::Result>()> discover_;
+  std::optional<HostDiscovery> discovery_;
+  std::optional<int> discovery_signal_;  // a signal that cancelled a discovery run
+  bool discovered_once_ = false;
+  HostSet discovered_;
+
+  std::unique_ptr<Supervisor> supervisor_;
+  std::unique_ptr<launcher::RendezvousServer> server_;
+  launcher::RendezvousInfo rendezvous_;
+  std::string this_host_;
+  std::string cwd_;
+  absl::StatusOr<std::string> program_ = absl::UnknownError("not looked up");
+  std::vector<std::unique_ptr<launcher::OutputSink>> sinks_;  // one per generation
+
+  int generation_ = -1;
+  int resets_ = 0;
+  std::vector<launcher::HostSlots> order_;  // the host order of the last generation
+  std::vector<Member> members_;             // the running generation, by rank
+  std::vector<PreviousWorker> survivors_;   // between a reset and the next generation
+  std::vector<std::string> previous_hosts_;
+  int previous_size_ = 0;
+  std::map<std::string, std::vector<std::string>> notes_;
+  std::vector<std::string> reset_causes_;  // non-empty: a reset is due
+};
+
+std::optional<int> Driver::Prepare() {
+  const LaunchOptions::Elastic& e = o_.elastic;
+  this_host_ = launcher::ThisHostname();
+  bool may_be_remote = true;
+  if (e.discovery_script) {
+    DiscoveryOptions options;
+    options.script = *e.discovery_script;
+    options.default_slots = settings_.slots_per_host;
+    options.environment = env_;
+    // Records a signal that reached chorusrun while the script ran (the run is Cancelled).
+    auto runner = [this](const DiscoveryOptions& opts) -> absl::StatusOr<ScriptRun> {
+      absl::StatusOr<ScriptRun> run = RunDiscoveryScript(opts);
+      if (run.ok() && run->stop_signal) discovery_signal_ = run->stop_signal;
+      return run;
+    };
+    absl::StatusOr<HostDiscovery> discovery = HostDiscovery::Create(options, runner);
+    if (!discovery.ok()) return Fail(kUsageError, discovery.status().message());
+    discovery_ = *std::move(discovery);
+    discover_ = [this] { return discovery_->Discover(); };
+  } else {
+    absl::StatusOr<launcher::JobHosts> hosts =
+        launcher::ResolveJobHosts(o_, env_, /*use_slurm=*/true);
+    if (!hosts.ok()) return Fail(kUsageError, hosts.status().message());
+    HostSet pool;
+    may_be_remote = false;
+    for (const launcher::HostSlots& h : hosts->hosts) {
+      if (pool.count(h.host) == 0) order_.push_back(h);  // ranks follow the -H order
+      pool[h.host] = std::max(pool[h.host], h.slots);
+      may_be_remote = may_be_remote || !launcher::IsLocalHost(h.host, this_host_);
+    }
+    discover_ = [pool]() -> absl::StatusOr<HostDiscovery::Result> {
+      return HostDiscovery::Result{pool, ""};
+    };
+  }
+
+  const auto path_it = env_.find("PATH");
+  program_ = launcher::FindExecutable(o_.command[0], path_it == env_.end() ? "" : path_it->second);
+  if (!may_be_remote && !program_.ok()) return Fail(kUsageError, program_.status().message());
+  absl::StatusOr<std::string> cwd = CurrentDirectory();
+  if (!cwd.ok()) return Fail(kJobError, cwd.status().message());
+  cwd_ = *std::move(cwd);
+
+  absl::StatusOr<std::string> secret = launcher::GenerateRendezvousSecret();
+  if (!secret.ok()) return Fail(kJobError, secret.status().message());
+  launcher::RendezvousServerOptions server_options;
+  server_options.host = may_be_remote ? "0.0.0.0" : "127.0.0.1";
+  server_options.secret = *secret;
+  absl::StatusOr<std::unique_ptr<launcher::RendezvousServer>> server =
+      launcher::RendezvousServer::Start(server_options);
+  if (!server.ok()) return Fail(kJobError, server.status().message());
+  server_ = *std::move(server);
+  rendezvous_.address = absl::StrCat("127.0.0.1:", server_->port());
+  rendezvous_.secret = *secret;
+  rendezvous_.start_timeout_s = o_.start_timeout_s.value_or(30);
+
+  Supervisor::Options sup;
+  sup.grace = absl::Seconds(launcher::kGraceSeconds);
+  absl::StatusOr<std::unique_ptr<Supervisor>> supervisor = Supervisor::Create(sup);
+  if (!supervisor.ok()) return Fail(kJobError, supervisor.status().message());
+  supervisor_ = *std::move(supervisor);
+  return std::nullopt;
+}
+
+std::optional<int> Driver::Discover() {
+  absl::StatusOr<HostDiscovery::Result> result = discover_();
+  if (discovery_signal_) return Shutdown(*discovery_signal_);
+  if (!result.ok()) {
+    StopAll(SIGTERM);
+    return JobFailed(absl::StrCat("host discovery failed: ", result.status().message()));
+  }
+  if (!result->warning.empty()) {
+    std::cerr << "chorusrun: warning: " << result->warning << std::endl;
+  }
+  discovered_ = std::move(result->hosts);
+  discovered_once_ = true;
+  return std::nullopt;
+}
+
+absl::StatusOr<RankAssignment> Driver::Plan(const std::vector<PreviousWorker>& previous,
+                                            std::vector<launcher::HostSlots>* ordered) const {
+  *ordered = OrderHosts(order_, blacklist_.Filter(discovered_, absl::Now()));
+  return AssignRanks(previous, *ordered, settings_.limits);
+}
+
+std::vector<PreviousWorker> Driver::AliveMembers() const {
+  std::vector<PreviousWorker> alive;
+  for (const Member& m : members_) {
+    if (!m.alive) continue;
+    const launcher::RankPlacement& p = m.assignment.placement;
+    alive.push_back({p.host, m.assignment.slot, p.rank, true});
+  }
+  return alive;
+}
+
+absl::StatusOr<launcher::WorkerSpec> Driver::SpecFor(const launcher::RankPlacement& p,
+                                                     int generation) {
+  launcher::RendezvousInfo rendezvous = rendezvous_;
+  rendezvous.scope = absl::StrCat("world/", generation);
+  const bool remote = !launcher::IsLocalHost(p.host, this_host_);
+  if (remote) rendezvous.address = absl::StrCat(this_host_, ":", server_->port());
+  std::vector<launcher::EnvVar> rank_vars = launcher::RankEnvironment(p, rendezvous);
+  rank_vars.emplace_back("CHORUS_ELASTIC", "1");
+  rank_vars.emplace_back("CHORUS_ELASTIC_GENERATION", absl::StrCat(generation));
+  const Environment env =
+      launcher::MergeEnvironment(env_, launcher::WorkerEnvironment(o_), rank_vars);
+  launcher::WorkerSpec spec;
+  if (!remote) {
+    if (!program_.ok()) return program_.status();
+    spec.program = *program_;
+    spec.argv = o_.command;
+    spec.environment = env;
+    return spec;
+  }
+  const auto path_it = env_.find("PATH");
+  absl::StatusOr<std::string> ssh =
+      launcher::FindExecutable("ssh", path_it == env_.end() ? "" : path_it->second);
+  if (!ssh.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("ssh is needed to start workers on ", p.host, ": ", ssh.status().message()));
+  }
+  launcher::SshOptions options;
+  options.port = o_.ssh_port;
+  options.identity_file = o_.ssh_identity_file;
+  options.connect_timeout_s = rendezvous_.start_timeout_s;
+  spec.program = *ssh;
+  spec.argv =
+      launcher::SshWorkerArgv(options, p.host,
+                              launcher::RemoteWorkerScript(cwd_, launcher::RemoteEnvironment(env),
+                                                           o_.command, launcher::kGraceSeconds));
+  spec.environment = env_;
+  spec.stdin_text = absl::StrCat(rendezvous_.secret, "\n");
+  return spec;
+}
+
+std::optional<int> Driver::StartGeneration(const RankAssignment& next,
+                                           std::vector<launcher::HostSlots> ordered) {
+  ++generation_;
+  std::vector<std::string> hosts;
+  for (const WorkerAssignment& w : next.workers) {
+    if (std::find(hosts.begin(), hosts.end(), w.placement.host) == hosts.end()) {
+      hosts.push_back(w.placement.host);
+    }
+  }
+  if (generation_ > 0) {
+    ResetRecord record;
+    record.generation = generation_;
+    record.previous_hosts = previous_hosts_;
+    record.current_hosts = hosts;
+    record.notes = notes_;
+    record.previous_size = previous_size_;
+    record.current_size = static_cast<int>(next.workers.size());
+    record.cause = absl::StrJoin(reset_causes_, "; ");
+    std::cerr << FormatResetLine(record) << std::endl;
+  }
+  notes_.clear();
+  reset_causes_.clear();
+  survivors_.clear();
+  order_ = std::move(ordered);
+
+  std::vector<int> ranks;
+  for (const WorkerAssignment& w : next.workers) ranks.push_back(w.placement.rank);
+  sinks_.push_back(std::make_unique<launcher::TerminalSink>(ranks, o_.prefix_output_with_timestamp,
+                                                            stdout, stderr));
+  members_.clear();
+  for (size_t i = 0; i < next.workers.size(); ++i) {
+    const WorkerAssignment& w = next.workers[i];
+    absl::StatusOr<launcher::WorkerSpec> spec = SpecFor(w.placement, generation_);
+    absl::StatusOr<int> id =
+        spec.ok() ? supervisor_->Start(*spec, sinks_.back().get(), static_cast<int>(i))
+                  : absl::StatusOr<int>(spec.status());
+    if (!id.ok()) {
+      StopAll(SIGKILL);
+      return JobFailed(absl::StrCat("cannot start rank ", w.placement.rank, " on ",
+                                    w.placement.host, ": ", id.status().message()));
+    }
+    if (o_.verbose) {
+      std::cout << "chorusrun: generation " << generation_ << ": rank " << w.placement.rank
+                << " on " << w.placement.host << ": " << launcher::ShellJoin(spec->argv)
+                << std::endl;
+    }
+    members_.push_back({*id, w, true});
+  }
+  previous_hosts_ = hosts;
+  previous_size_ = static_cast<int>(members_.size());
+  return std::nullopt;
+}
+
+std::optional<int> Driver::HandleExits(const std::vector<Supervisor::Exit>& exits) {
+  for (const Supervisor::Exit& e : exits) {
+    auto it = std::find_if(members_.begin(), members_.end(),
+                           [&e](const Member& m) { return m.id == e.id; });
+    if (it == members_.end() || !it->alive) continue;
+    it->alive = false;
+    if (e.stop_signal) continue;  // stopped by the driver: a consequence, not a cause
+    const launcher::RankPlacement& p = it->assignment.placement;
+    const std::string who = absl::StrCat("rank ", p.rank, " on ", p.host);
+    if (e.exit.ok()) {
+      // A worker that finished ends the job (as in Horovod): the others get the grace period.
+      const absl::Time deadline = absl::Now() + absl::Seconds(launcher::kGraceSeconds);
+      while (supervisor_->running() > 0 && absl::Now() < deadline) {
+        Supervisor::Events ev = supervisor_->Poll(deadline);
+        if (!ev.signals.empty()) return Shutdown(ev.signals.front());
+      }
+      if (std::optional<int> status = StopAll(SIGTERM)) return status;
+      DrainOutput();
+      return 0;
+    }
+    if (e.exit.signaled && e.exit.code == SIGTERM) {
+      notes_[p.host].push_back(absl::StrCat("rank ", p.rank, " left after SIGTERM"));
+      reset_causes_.push_back(absl::StrCat(who, " left after SIGTERM"));
+      continue;
+    }
+    blacklist_.RecordFailure(p.host, absl::Now());
+    notes_[p.host].push_back(absl::StrCat("rank ", p.rank, " ", DescribeExit(e.exit)));
+    reset_causes_.push_back(
+        absl::StrCat(who, " ", DescribeExit(e.exit), "; ", p.host, " blacklisted"));
+  }
+  return std::nullopt;
+}
+
+std::optional<int> Driver::StopAll(int sig) {
+  for (const Member& m : members_) supervisor_->Stop(m.id, sig);
+  while (supervisor_->running() > 0) {
+    Supervisor::Events ev = supervisor_->Poll(absl::InfiniteFuture());
+    if (!ev.signals.empty()) {
+      for (const Member& m : members_) supervisor_->Stop(m.id, SIGKILL);
+      while (supervisor_->running() > 0) supervisor_->Poll(absl::InfiniteFuture());
+      return Shutdown(ev.signals.front());
+    }
+  }
+  for (Member& m : members_) m.alive = false;
+  return std::nullopt;
+}
+
+int Driver::Shutdown(int sig) {
+  for (const Member& m : members_) supervisor_->Stop(m.id, sig);
+  while (supervisor_->running() > 0) {
+    Supervisor::Events ev = supervisor_->Poll(absl::InfiniteFuture());
+    if (!ev.signals.empty()) {
+      for (const Member& m : members_) supervisor_->Stop(m.id, SIGKILL);
+    }
+  }
+  DrainOutput();
+  std::cerr << "chorusrun: job stopped: chorusrun received signal " << launcher::SignalName(sig)
+            << std::endl;
+  return 128 + sig;
+}
+
+void Driver::DrainOutput() {
+  const absl::Time deadline = absl::Now() + launcher::kDrainAfterExit;
+  while (supervisor_->output_open() && absl::Now() < deadline) {
+    supervisor_->Poll(deadline, /*return_when_idle=*/true);
+  }
+}
+
+int Driver::JobFailed(const std::string& cause) {
+  DrainOutput();
+  std::cerr << "chorusrun: elastic job failed: " << cause << std::endl;
+  return kJobError;
+}
+
+std::optional<int> Driver::Reset() {
+  const std::string cause = absl::StrJoin(reset_causes_, "; ");
+  if (settings_.reset_limit && resets_ >= *settings_.reset_limit) {
+    if (std::optional<int> status = StopAll(SIGTERM)) return status;
+    return JobFailed(absl::StrCat("reset limit ", *settings_.reset_limit,
+                                  " reached (--reset-limit); the next reset was due to: ", cause));
+  }
+  ++resets_;
+  survivors_ = AliveMembers();
+  if (std::optional<int> status = StopAll(SIGTERM)) return status;
+  members_.clear();
+  return std::nullopt;
+}
+
+bool Driver::EveryHostBlacklisted(absl::Time now) const {
+  if (settings_.cooldown || discovered_.empty()) return false;
+  return blacklist_.Filter(discovered_, now).empty();
+}
+
+int Driver::Run() {
+  absl::Time next_discovery = absl::Now();
+  absl::Time waiting_since = absl::Now();
+  while (true) {
+    bool discovered_now = false;
+    if (absl::Now() >= next_discovery) {
+      if (std::optional<int> status = Discover()) return *status;
+      next_discovery = absl::Now() + settings_.discovery_interval;
+      discovered_now = true;
+    }
+    if (members_.empty()) {
+      // Waiting for enough slots (the start, or after a reset).
+      std::vector<launcher::HostSlots> ordered;
+      absl::StatusOr<RankAssignment> next = Plan(survivors_, &ordered);
+      if (!next.ok()) return JobFailed(std::string(next.status().message()));
+      if (next->min_np_met && !next->workers.empty()) {
+        if (std::optional<int> status = StartGeneration(*next, std::move(ordered))) {
+          return *status;
+        }
+        continue;
+      }
+      const absl::Time now = absl::Now();
+      if (EveryHostBlacklisted(now)) {
+        return JobFailed(absl::StrCat(
+            "every host is blacklisted (",
+            absl::StrJoin(discovered_, ", ",
+                          [](std::string* out, const auto& h) { out->append(h.first); }),
+            ") after its workers failed; no worker is left"));
+      }
+      if (now - waiting_since > settings_.elastic_timeout) {
+        return JobFailed(absl::StrCat(
+            "fewer than --min-np=", settings_.limits.min_np, " slots for longer than ",
+            "--elastic-timeout=", absl::ToInt64Seconds(settings_.elastic_timeout), " s (",
+            next->workers.size(), " available",
+            generation_ < 0 ? "" : absl::StrCat(" after generation ", generation_), ")"));
+      }
+    } else if (discovered_now && reset_causes_.empty()) {
+      std::vector<launcher::HostSlots> ordered;
+      absl::StatusOr<RankAssignment> next = Plan(AliveMembers(), &ordered);
+      if (!next.ok()) return JobFailed(std::string(next.status().message()));
+      bool same = next->released.empty() && next->workers.size() == members_.size();
+      for (size_t i = 0; same && i < members_.size(); ++i) {
+        const WorkerAssignment& a = members_[i].assignment;
+        const WorkerAssignment& b = next->workers[i];
+        same = a.placement == b.placement && a.slot == b.slot;
+      }
+      if (!same) {
+        std::set<std::string> listed;
+        for (const launcher::HostSlots& h : ordered) listed.insert(h.host);
+        for (const std::string& host : previous_hosts_) {
+          if (listed.count(host) == 0) notes_[host].push_back("gone from discovery");
+        }
+        reset_causes_.push_back(
+            absl::StrCat("hosts changed: ", DescribeDiff(DiffHosts(order_, ordered))));
+      }
+    }
+    if (!reset_causes_.empty()) {
+      if (std::optional<int> status = Reset()) return *status;
+      waiting_since = absl::Now();
+      continue;
+    }
+    Supervisor::Events ev = supervisor_->Poll(next_discovery);
+    if (!ev.signals.empty()) return Shutdown(ev.signals.front());
+    if (std::optional<int> status = HandleExits(ev.exits)) return *status;
+  }
+}
+
+}  // namespace
+
+int RunElasticJob(const LaunchOptions& o, const Environment& launcher_env) {
+  absl::StatusOr<DriverSettings> settings = ResolveDriverSettings(o, launcher_env);
+  if (!settings.ok()) return Fail(kUsageError, settings.status().message());
+  Blacklist::Options blacklist_options;
+  blacklist_options.cooldown = settings->cooldown;
+  absl::StatusOr<Blacklist> blacklist = Blacklist::Create(blacklist_options);
+  if (!blacklist.ok()) return Fail(kUsageError, blacklist.status().message());
+  Driver driver(o, launcher_env, *std::move(settings), *std::move(blacklist));
+  if (std::optional<int> status = driver.Prepare()) return *status;
+  return driver.Run();
+}
+
+}  // namespace chorus::elastic

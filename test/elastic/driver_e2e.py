@@ -1,0 +1,330 @@
+#!/usr/bin/python3
+"""End-to-end tests of chorusrun's elastic driver (elastic/driver.h) with real processes.
+
+Workers are elastic_worker.py (it records its rank variables and follows a schedule); hosts are
+`localhost` and `127.0.0.1`, both this machine; the discovery script cats a hosts file that the
+tests rewrite. Every case is bounded by its own timeout and fails with a message naming what it
+waited for; nothing asserts on wall-clock durations.
+
+Usage: driver_e2e.py --chorusrun PATH
+Exits 0 when every case passes; prints one line per case.
+"""
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKER = os.path.join(HERE, 'elastic_worker.py')
+CASE_TIMEOUT = 30  # seconds, per case
+failures = []
+
+
+class Job:
+    """One chorusrun run in its own directory (hosts file, schedule, events, output)."""
+
+    def __init__(self, chorusrun, name, hosts, schedule, flags, discovery=True):
+        self.name = name
+        self.dir = tempfile.mkdtemp(prefix=f'elastic_{name}_')
+        self.write_hosts(hosts)
+        with open(self.path('schedule.json'), 'w') as f:
+            json.dump(schedule, f)
+        script = self.path('discover.sh')
+        with open(script, 'w') as f:
+            f.write(f'#!/bin/sh\ncat {self.path("hosts")}\n')
+        os.chmod(script, 0o755)
+        env = dict(os.environ, ELASTIC_TEST_DIR=self.dir, CHORUS_ELASTIC_DISCOVERY_INTERVAL='0.05')
+        args = [chorusrun] + flags
+        if discovery:
+            args += ['--host-discovery-script', script]
+        args += [WORKER]
+        self.out = open(self.path('stdout'), 'w')
+        self.err = open(self.path('stderr'), 'w')
+        self.proc = subprocess.Popen(args, stdout=self.out, stderr=self.err, env=env,
+                                     stdin=subprocess.DEVNULL)
+        self.deadline = time.monotonic() + CASE_TIMEOUT
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    def write_hosts(self, text):
+        tmp = self.path('hosts.tmp')
+        with open(tmp, 'w') as f:
+            f.write(text)
+        os.replace(tmp, self.path('hosts'))  # the script never sees a half-written file
+
+    def events(self):
+        try:
+            with open(self.path('events')) as f:
+                return [json.loads(line) for line in f if line.strip()]
+        except FileNotFoundError:
+            return []
+
+    def generation(self, g):
+        return sorted((e for e in self.events() if e['gen'] == g), key=lambda e: e['rank'])
+
+    def stderr(self):
+        with open(self.path('stderr')) as f:
+            return f.read()
+
+    def stdout(self):
+        with open(self.path('stdout')) as f:
+            return f.read()
+
+    def wait_for(self, what, predicate):
+        while not predicate():
+            if time.monotonic() > self.deadline:
+                raise TimeoutError(f'timed out after {CASE_TIMEOUT} s waiting for {what}')
+            if self.proc.poll() is not None and not predicate():
+                raise RuntimeError(f'chorusrun ended (status {self.proc.returncode}) '
+                                   f'before {what}')
+            time.sleep(0.02)
+
+    def wait_generation(self, g, size):
+        self.wait_for(f'generation {g} with {size} workers',
+                      lambda: len(self.generation(g)) >= size)
+        return self.generation(g)
+
+    def release(self):
+        open(self.path('release'), 'w').close()
+
+    def finish(self):
+        left = max(0.1, self.deadline - time.monotonic())
+        try:
+            return self.proc.wait(timeout=left)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise TimeoutError(f'chorusrun did not end within {CASE_TIMEOUT} s')
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.out.close()
+        self.err.close()
+
+    def describe(self):
+        return (f'status {self.proc.returncode}\n--- stdout\n{self.stdout()}'
+                f'--- stderr\n{self.stderr()}--- events\n' +
+                '\n'.join(json.dumps(e) for e in self.events()))
+
+
+def case(fn):
+    """Runs one case; a failed check or a timeout is reported with the job's output."""
+    def run(chorusrun):
+        jobs = []
+        try:
+            fn(chorusrun, jobs)
+            print(f'PASS {fn.__name__}')
+        except (AssertionError, TimeoutError, RuntimeError) as e:
+            failures.append(fn.__name__)
+            print(f'FAIL {fn.__name__}: {e}')
+            for job in jobs:
+                print(job.describe())
+        finally:
+            for job in jobs:
+                job.close()
+                shutil.rmtree(job.dir, ignore_errors=True)
+    run.__name__ = fn.__name__
+    return run
+
+
+def start(jobs, *args, **kwargs):
+    job = Job(*args, **kwargs)
+    jobs.append(job)
+    return job
+
+
+def ranks(gen):
+    return [(e['rank'], e['size'], e['host']) for e in gen]
+
+
+@case
+def test_grow_then_shrink(c, jobs):
+    job = start(jobs, c, 'grow', 'localhost:2\n', {'g2r0': 'exit:0'}, ['-np', '2'])
+    g0 = job.wait_generation(0, 2)
+    assert ranks(g0) == [(0, 2, 'localhost'), (1, 2, 'localhost')], ranks(g0)
+    assert all(e['scope'] == 'world/0' and e['elastic'] == '1' for e in g0), g0
+    job.write_hosts('localhost:2\n127.0.0.1:2\n')
+    g1 = job.wait_generation(1, 4)
+    assert ranks(g1) == [(0, 4, 'localhost'), (1, 4, 'localhost'), (2, 4, '127.0.0.1'),
+                         (3, 4, '127.0.0.1')], ranks(g1)
+    assert [e['local_rank'] for e in g1] == [0, 1, 0, 1], g1
+    assert all(e['scope'] == 'world/1' and e['horovod_rank'] == e['rank'] for e in g1), g1
+    job.write_hosts('localhost:2\n')
+    g2 = job.wait_generation(2, 2)
+    assert ranks(g2) == [(0, 2, 'localhost'), (1, 2, 'localhost')], ranks(g2)
+    status = job.finish()  # rank 0 of generation 2 exits 0: the job is done
+    assert status == 0, f'status {status}'
+    err = job.stderr()
+    assert 'chorusrun: generation 1: +127.0.0.1, size 2 -> 4, cause: hosts changed' in err, err
+    assert ('chorusrun: generation 2: -127.0.0.1 (gone from discovery), size 4 -> 2, '
+            'cause: hosts changed') in err, err
+    out = job.stdout().splitlines()
+    assert any(l.startswith('[3]<stdout>:{') and '"gen": 1' in l for l in out), out
+
+
+@case
+def test_failure_blacklists_host(c, jobs):
+    job = start(jobs, c, 'fail', 'localhost:1\n127.0.0.1:1\n', {'g0r1': 'exit:3', 'g1r0': 'exit:0'},
+                ['-np', '1'])
+    # New hosts are ordered by name: 127.0.0.1 is rank 0, localhost rank 1.
+    g1 = job.wait_generation(1, 1)
+    assert ranks(g1) == [(0, 1, '127.0.0.1')], ranks(g1)
+    assert job.finish() == 0
+    err = job.stderr()
+    assert ('chorusrun: generation 1: -localhost (rank 1 exited with code 3), size 2 -> 1, '
+            'cause: rank 1 on localhost exited with code 3; localhost blacklisted') in err, err
+    assert not job.generation(2), job.events()
+
+
+@case
+def test_every_host_blacklisted(c, jobs):
+    job = start(jobs, c, 'allbad', 'localhost:1\n127.0.0.1:1\n', {'*': 'exit:4'},
+                ['-np', '1'])
+    status = job.finish()
+    err = job.stderr()
+    assert status == 1, f'status {status}'
+    assert err.splitlines()[-1].startswith(
+        'chorusrun: elastic job failed: every host is blacklisted (127.0.0.1, localhost)'), err
+
+
+@case
+def test_min_np_not_reachable(c, jobs):
+    job = start(jobs, c, 'minnp', 'localhost:1\n', {}, ['-np', '2', '--elastic-timeout', '1'])
+    status = job.finish()
+    err = job.stderr()
+    assert status == 1, f'status {status}'
+    assert ('chorusrun: elastic job failed: fewer than --min-np=2 slots for longer than '
+            '--elastic-timeout=1 s (1 available)') in err, err
+    assert not job.events(), job.events()
+
+
+def reset_limit_job(c, jobs, limit):
+    # Each worker leaves after SIGTERM (no blacklist), so every generation resets once.
+    return start(jobs, c, f'limit{limit}', 'localhost:1\n',
+                 {'g0r0': 'term', 'g1r0': 'term', 'g2r0': 'exit:0'},
+                 ['-np', '1', '--reset-limit', str(limit)])
+
+
+@case
+def test_reset_limit_1_ends_the_job(c, jobs):
+    job = reset_limit_job(c, jobs, 1)
+    status = job.finish()
+    err = job.stderr()
+    assert status == 1, f'status {status}'
+    assert 'chorusrun: elastic job failed: reset limit 1 reached (--reset-limit)' in err, err
+    assert len(job.generation(1)) == 1 and not job.generation(2), job.events()
+
+
+@case
+def test_reset_limit_2_allows_two_resets(c, jobs):
+    job = reset_limit_job(c, jobs, 2)
+    status = job.finish()
+    assert status == 0, f'status {status}'
+    assert ranks(job.generation(2)) == [(0, 1, 'localhost')], job.events()
+
+
+@case
+def test_sigterm_is_not_blacklisted(c, jobs):
+    job = start(jobs, c, 'spot', 'localhost:1\n127.0.0.1:1\n', {'g0r1': 'term'}, ['-np', '2'])
+    g1 = job.wait_generation(1, 2)
+    assert ranks(g1) == [(0, 2, '127.0.0.1'), (1, 2, 'localhost')], ranks(g1)
+    job.release()
+    assert job.finish() == 0
+    err = job.stderr()
+    assert ('chorusrun: generation 1: localhost (rank 1 left after SIGTERM), size 2 -> 2, '
+            'cause: rank 1 on localhost left after SIGTERM') in err, err
+    assert 'blacklisted' not in err, err
+
+
+@case
+def test_discovery_garbage_keeps_last_good_set(c, jobs):
+    job = start(jobs, c, 'garbage', 'localhost:2\n', {}, ['-np', '2'])
+    job.wait_generation(0, 2)
+    job.write_hosts('localhost:x\n')
+    job.wait_for('the discovery warning', lambda: 'chorusrun: warning: ' in job.stderr())
+    job.write_hosts('localhost:2\n')
+    job.release()
+    assert job.finish() == 0
+    assert 'localhost:x' in job.stderr(), job.stderr()
+    assert 'generation 1' not in job.stderr() and not job.generation(1), job.describe()
+
+
+@case
+def test_first_discovery_failure_is_fatal(c, jobs):
+    job = start(jobs, c, 'nodisc', 'localhost:1\n', {}, ['-np', '1'], discovery=False)
+    job.proc.kill()  # replaced by a run with a failing script
+    job.proc.wait()
+    script = job.path('fail.sh')
+    with open(script, 'w') as f:
+        f.write('#!/bin/sh\necho no hosts today >&2\nexit 3\n')
+    os.chmod(script, 0o755)
+    p = subprocess.run([c, '-np', '1', '--host-discovery-script', script, WORKER],
+                       capture_output=True, text=True, timeout=CASE_TIMEOUT,
+                       env=dict(os.environ, ELASTIC_TEST_DIR=job.dir))
+    assert p.returncode == 1, p
+    assert 'chorusrun: elastic job failed: host discovery failed' in p.stderr, p.stderr
+    assert not job.events(), job.events()
+
+
+@case
+def test_mpi_with_elastic_flags_is_exit_2(c, jobs):
+    p = subprocess.run([c, '-np', '2', '--mpi', '--min-np', '1', 'true'], capture_output=True,
+                       text=True, timeout=CASE_TIMEOUT)
+    lines = p.stderr.splitlines()
+    assert p.returncode == 2 and len(lines) == 1, p
+    assert lines[0].startswith('chorusrun: error: ') and 'Open MPI 4.1 cannot resize' in lines[0], p
+
+
+@case
+def test_blacklisted_host_readmitted_after_cooldown(c, jobs):
+    job = start(jobs, c, 'cooldown', 'localhost:1\n127.0.0.1:1\n', {'g0r1': 'exit:3'},
+                ['-np', '1', '--blacklist-cooldown-range', '1', '2'])
+    g1 = job.wait_generation(1, 1)
+    assert ranks(g1) == [(0, 1, '127.0.0.1')], ranks(g1)
+    g2 = job.wait_generation(2, 2)
+    assert ranks(g2) == [(0, 2, '127.0.0.1'), (1, 2, 'localhost')], ranks(g2)
+    job.release()
+    assert job.finish() == 0
+    assert 'chorusrun: generation 2: +localhost, size 1 -> 2' in job.stderr(), job.stderr()
+
+
+@case
+def test_fixed_hosts_with_min_np(c, jobs):
+    job = start(jobs, c, 'fixed', '', {'g0r1': 'exit:3', 'g1r0': 'exit:0'},
+                ['-np', '2', '--min-np', '1', '-H', 'localhost:1,127.0.0.1:1'], discovery=False)
+    g0 = job.wait_generation(0, 2)
+    assert ranks(g0) == [(0, 2, 'localhost'), (1, 2, '127.0.0.1')], ranks(g0)
+    assert job.finish() == 0
+    assert ranks(job.generation(1)) == [(0, 1, 'localhost')], job.events()
+
+
+CASES = [test_grow_then_shrink, test_failure_blacklists_host, test_every_host_blacklisted,
+         test_min_np_not_reachable, test_reset_limit_1_ends_the_job,
+         test_reset_limit_2_allows_two_resets, test_sigterm_is_not_blacklisted,
+         test_discovery_garbage_keeps_last_good_set, test_first_discovery_failure_is_fatal,
+         test_mpi_with_elastic_flags_is_exit_2, test_blacklisted_host_readmitted_after_cooldown,
+         test_fixed_hosts_with_min_np]
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument('--chorusrun', required=True)
+    parser.add_argument('-k', help='run only the cases whose name contains this')
+    args = parser.parse_args()
+    for run in CASES:
+        if args.k is None or args.k in run.__name__:
+            run(args.chorusrun)
+    print(f'{len(failures)} failed' if failures else 'all passed')
+    return 1 if failures else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
