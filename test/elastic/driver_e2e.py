@@ -306,12 +306,24 @@ def test_fixed_hosts_with_min_np(c, jobs):
     assert ranks(job.generation(1)) == [(0, 1, 'localhost')], job.events()
 
 
+@case
+def test_sigint_is_forwarded(c, jobs):
+    job = start(jobs, c, 'sigint', 'localhost:2\n', {}, ['-np', '2'])
+    job.wait_generation(0, 2)
+    job.proc.send_signal(signal.SIGINT)
+    status = job.finish()
+    err = job.stderr()
+    assert status == 130, f'status {status}'
+    assert err.splitlines()[-1] == 'chorusrun: job stopped: chorusrun received signal 2 (Interrupt)', err
+    assert '[0]<stderr>:KeyboardInterrupt' in err and '[1]<stderr>:KeyboardInterrupt' in err, err
+
+
 CASES = [test_grow_then_shrink, test_failure_blacklists_host, test_every_host_blacklisted,
          test_min_np_not_reachable, test_reset_limit_1_ends_the_job,
          test_reset_limit_2_allows_two_resets, test_sigterm_is_not_blacklisted,
          test_discovery_garbage_keeps_last_good_set, test_first_discovery_failure_is_fatal,
          test_mpi_with_elastic_flags_is_exit_2, test_blacklisted_host_readmitted_after_cooldown,
-         test_fixed_hosts_with_min_np]
+         test_fixed_hosts_with_min_np, test_sigint_is_forwarded]
 
 
 def main():
