@@ -90,8 +90,15 @@ class Driver {
   int Run();
 
  private:
-  // Runs discovery. On failure: the exit status (after a message).
-  std::optional<int> Discover();
+  // Starts a discovery run (or takes the fixed pool).
+  void StartDiscovery();
+  // Judges the finished discovery run.
+  void FinishDiscovery();
+  // Supervisor::Poll, with the discovery run's timeout enforced and its exit and end handled
+  // here: the events returned concern the workers only.
+  Supervisor::Events PollOnce(absl::Time until);
+  bool AnyMemberRunning() const;
+  void StopDiscovery();
   // The next generation's ranks from the discovered hosts and `previous`.
   absl::StatusOr<RankAssignment> Plan(const std::vector<PreviousWorker>& previous,
                                       std::vector<launcher::HostSlots>* ordered) const;
@@ -120,11 +127,24 @@ class Driver {
   DriverSettings settings_;
   Blacklist blacklist_;
 
-  std::function<absl::StatusOr<HostDiscovery::Result>()> discover_;
+  // The discovery script's run in progress, supervised like a worker so that it never blocks
+  // the loop.
+  struct DiscoveryRun {
+    int id = 0;  // the Supervisor's
+    std::unique_ptr<ScriptRun> run;
+    std::unique_ptr<ScriptOutputSink> sink;
+    absl::Time deadline;  // then SIGTERM, SIGKILL after the grace period
+    bool exited = false;
+  };
+
+  std::optional<HostSet> fixed_pool_;  // -H/--hostfile without a script
   std::optional<HostDiscovery> discovery_;
-  std::optional<int> discovery_signal_;  // a signal that cancelled a discovery run
+  std::optional<DiscoveryRun> discovery_run_;
+  std::optional<absl::Status> discovery_fatal_;  // the first discovery failed
   bool discovered_once_ = false;
+  bool discovered_now_ = false;  // a discovery finished since the loop last looked
   HostSet discovered_;
+  absl::Time next_discovery_ = absl::InfinitePast();
 
   std::unique_ptr<Supervisor> supervisor_;
   std::unique_ptr<launcher::RendezvousServer> server_;
@@ -154,16 +174,9 @@ std::optional<int> Driver::Prepare() {
     options.script = *e.discovery_script;
     options.default_slots = settings_.slots_per_host;
     options.environment = env_;
-    // Records a signal that reached chorusrun while the script ran (the run is Cancelled).
-    auto runner = [this](const DiscoveryOptions& opts) -> absl::StatusOr<ScriptRun> {
-      absl::StatusOr<ScriptRun> run = RunDiscoveryScript(opts);
-      if (run.ok() && run->stop_signal) discovery_signal_ = run->stop_signal;
-      return run;
-    };
-    absl::StatusOr<HostDiscovery> discovery = HostDiscovery::Create(options, runner);
+    absl::StatusOr<HostDiscovery> discovery = HostDiscovery::Create(options);
     if (!discovery.ok()) return Fail(kUsageError, discovery.status().message());
     discovery_ = *std::move(discovery);
-    discover_ = [this] { return discovery_->Discover(); };
   } else {
     absl::StatusOr<launcher::JobHosts> hosts =
         launcher::ResolveJobHosts(o_, env_, /*use_slurm=*/true);
@@ -175,9 +188,7 @@ std::optional<int> Driver::Prepare() {
       pool[h.host] = std::max(pool[h.host], h.slots);
       may_be_remote = may_be_remote || !launcher::IsLocalHost(h.host, this_host_);
     }
-    discover_ = [pool]() -> absl::StatusOr<HostDiscovery::Result> {
-      return HostDiscovery::Result{pool, ""};
-    };
+    fixed_pool_ = std::move(pool);
   }
 
   const auto path_it = env_.find("PATH");
@@ -208,19 +219,78 @@ std::optional<int> Driver::Prepare() {
   return std::nullopt;
 }
 
-std::optional<int> Driver::Discover() {
-  absl::StatusOr<HostDiscovery::Result> result = discover_();
-  if (discovery_signal_) return Shutdown(*discovery_signal_);
+void Driver::StartDiscovery() {
+  if (fixed_pool_) {
+    discovered_ = *fixed_pool_;
+    discovered_once_ = discovered_now_ = true;
+    next_discovery_ = absl::Now() + settings_.discovery_interval;
+    return;
+  }
+  DiscoveryRun d;
+  d.run = std::make_unique<ScriptRun>();
+  d.sink = std::make_unique<ScriptOutputSink>(d.run.get());
+  d.deadline = absl::Now() + discovery_->options().timeout;
+  absl::StatusOr<int> id =
+      supervisor_->Start(DiscoveryScriptSpec(discovery_->options()), d.sink.get(), 0);
+  if (!id.ok()) {
+    discovery_run_.reset();
+    absl::StatusOr<HostDiscovery::Result> result = discovery_->Judge(id.status());
+    if (!result.ok()) discovery_fatal_ = result.status();
+    next_discovery_ = absl::Now() + settings_.discovery_interval;
+    return;
+  }
+  d.id = *id;
+  discovery_run_ = std::move(d);
+}
+
+void Driver::FinishDiscovery() {
+  absl::StatusOr<HostDiscovery::Result> result = discovery_->Judge(*discovery_run_->run);
+  discovery_run_.reset();
+  next_discovery_ = absl::Now() + settings_.discovery_interval;
   if (!result.ok()) {
-    StopAll(SIGTERM);
-    return JobFailed(absl::StrCat("host discovery failed: ", result.status().message()));
+    discovery_fatal_ = result.status();
+    return;
   }
   if (!result->warning.empty()) {
     std::cerr << "chorusrun: warning: " << result->warning << std::endl;
   }
   discovered_ = std::move(result->hosts);
-  discovered_once_ = true;
-  return std::nullopt;
+  discovered_once_ = discovered_now_ = true;
+}
+
+Supervisor::Events Driver::PollOnce(absl::Time until) {
+  if (discovery_run_ && !discovery_run_->exited && !discovery_run_->run->timed_out) {
+    until = std::min(until, discovery_run_->deadline);
+  }
+  Supervisor::Events ev = supervisor_->Poll(until);
+  if (!discovery_run_) return ev;
+  DiscoveryRun& d = *discovery_run_;
+  for (auto it = ev.exits.begin(); it != ev.exits.end();) {
+    if (it->id != d.id) {
+      ++it;
+      continue;
+    }
+    d.run->exit = it->exit;
+    d.exited = true;
+    it = ev.exits.erase(it);
+  }
+  if (!d.exited && !d.run->timed_out && absl::Now() >= d.deadline) {
+    d.run->timed_out = true;
+    supervisor_->Stop(d.id, SIGTERM);
+  }
+  if (std::find(ev.finished.begin(), ev.finished.end(), d.id) != ev.finished.end()) {
+    FinishDiscovery();
+  }
+  return ev;
+}
+
+bool Driver::AnyMemberRunning() const {
+  return std::any_of(members_.begin(), members_.end(),
+                     [this](const Member& m) { return supervisor_->is_running(m.id); });
+}
+
+void Driver::StopDiscovery() {
+  if (discovery_run_) supervisor_->Stop(discovery_run_->id, SIGKILL);
 }
 
 absl::StatusOr<RankAssignment> Driver::Plan(const std::vector<PreviousWorker>& previous,
@@ -344,11 +414,12 @@ std::optional<int> Driver::HandleExits(const std::vector<Supervisor::Exit>& exit
     if (e.exit.ok()) {
       // A worker that finished ends the job (as in Horovod): the others get the grace period.
       const absl::Time deadline = absl::Now() + absl::Seconds(launcher::kGraceSeconds);
-      while (supervisor_->running() > 0 && absl::Now() < deadline) {
-        Supervisor::Events ev = supervisor_->Poll(deadline);
+      while (AnyMemberRunning() && absl::Now() < deadline) {
+        Supervisor::Events ev = PollOnce(deadline);
         if (!ev.signals.empty()) return Shutdown(ev.signals.front());
       }
       if (std::optional<int> status = StopAll(SIGTERM)) return status;
+      StopDiscovery();
       DrainOutput();
       return 0;
     }
@@ -367,13 +438,9 @@ std::optional<int> Driver::HandleExits(const std::vector<Supervisor::Exit>& exit
 
 std::optional<int> Driver::StopAll(int sig) {
   for (const Member& m : members_) supervisor_->Stop(m.id, sig);
-  while (supervisor_->running() > 0) {
-    Supervisor::Events ev = supervisor_->Poll(absl::InfiniteFuture());
-    if (!ev.signals.empty()) {
-      for (const Member& m : members_) supervisor_->Stop(m.id, SIGKILL);
-      while (supervisor_->running() > 0) supervisor_->Poll(absl::InfiniteFuture());
-      return Shutdown(ev.signals.front());
-    }
+  while (AnyMemberRunning()) {
+    Supervisor::Events ev = PollOnce(absl::InfiniteFuture());
+    if (!ev.signals.empty()) return Shutdown(ev.signals.front());
   }
   for (Member& m : members_) m.alive = false;
   return std::nullopt;
@@ -381,6 +448,7 @@ std::optional<int> Driver::StopAll(int sig) {
 
 int Driver::Shutdown(int sig) {
   for (const Member& m : members_) supervisor_->Stop(m.id, sig);
+  StopDiscovery();
   while (supervisor_->running() > 0) {
     Supervisor::Events ev = supervisor_->Poll(absl::InfiniteFuture());
     if (!ev.signals.empty()) {
@@ -401,6 +469,7 @@ void Driver::DrainOutput() {
 }
 
 int Driver::JobFailed(const std::string& cause) {
+  StopDiscovery();
   DrainOutput();
   std::cerr << "chorusrun: elastic job failed: " << cause << std::endl;
   return kJobError;
@@ -426,16 +495,21 @@ bool Driver::EveryHostBlacklisted(absl::Time now) const {
 }
 
 int Driver::Run() {
-  absl::Time next_discovery = absl::Now();
   absl::Time waiting_since = absl::Now();
   while (true) {
-    bool discovered_now = false;
-    if (absl::Now() >= next_discovery) {
-      if (std::optional<int> status = Discover()) return *status;
-      next_discovery = absl::Now() + settings_.discovery_interval;
-      discovered_now = true;
+    if (discovery_fatal_) {
+      if (std::optional<int> status = StopAll(SIGTERM)) return *status;
+      return JobFailed(absl::StrCat("host discovery failed: ", discovery_fatal_->message()));
     }
-    if (members_.empty()) {
+    if (!discovery_run_ && absl::Now() >= next_discovery_) {
+      StartDiscovery();
+      continue;
+    }
+    const bool discovered_now = discovered_now_;
+    discovered_now_ = false;
+    if (!discovered_once_) {
+      // The first answer is awaited before anything starts.
+    } else if (members_.empty()) {
       // Waiting for enough slots (the start, or after a reset).
       std::vector<launcher::HostSlots> ordered;
       absl::StatusOr<RankAssignment> next = Plan(survivors_, &ordered);
@@ -486,7 +560,8 @@ int Driver::Run() {
       waiting_since = absl::Now();
       continue;
     }
-    Supervisor::Events ev = supervisor_->Poll(next_discovery);
+    // Wakes for the next discovery, a worker's end, the discovery's end, or a signal.
+    Supervisor::Events ev = PollOnce(discovery_run_ ? absl::InfiniteFuture() : next_discovery_);
     if (!ev.signals.empty()) return Shutdown(ev.signals.front());
     if (std::optional<int> status = HandleExits(ev.exits)) return *status;
   }

@@ -4,8 +4,9 @@
 //
 // 1. Discover the hosts every CHORUS_ELASTIC_DISCOVERY_INTERVAL seconds (default 1, fractional
 //    allowed) with --host-discovery-script (elastic/host_discovery.h), or use the -H/--hostfile
-//    hosts as the whole, fixed pool. A failure of the very first discovery is fatal; later
-//    failures keep the last good set (with a warning).
+//    hosts as the whole, fixed pool. The script runs under the Supervisor like a worker, so it
+//    never blocks the loop. A failure of the very first discovery is fatal; later failures keep
+//    the last good set (with a warning).
 // 2. Drop blacklisted hosts (elastic/blacklist.h), order the rest (elastic/host_set.h), assign
 //    ranks (elastic/rank_assignment.h: survivors keep their rank order; --max-np caps).
 // 3. Start a generation when at least --min-np (default -np) slots exist; wait for them up to

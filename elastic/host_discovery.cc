@@ -18,29 +18,6 @@ namespace {
 constexpr size_t kMaxStderrTail = 4096;
 constexpr size_t kMaxQuotedLine = 200;
 
-// Keeps the script's stdout (up to a limit) and the tail of its stderr.
-class CaptureSink : public launcher::OutputSink {
- public:
-  explicit CaptureSink(ScriptRun* run) : run_(run) {}
-
-  void Write(int, launcher::OutputStream stream, absl::string_view bytes) override {
-    if (stream == launcher::OutputStream::kStdout) {
-      const size_t room = kMaxDiscoveryOutputBytes - run_->stdout_text.size();
-      if (bytes.size() > room) run_->stdout_overflow = true;
-      run_->stdout_text.append(bytes.data(), std::min(room, bytes.size()));
-      return;
-    }
-    run_->stderr_tail.append(bytes.data(), bytes.size());
-    if (run_->stderr_tail.size() > kMaxStderrTail) {
-      run_->stderr_tail.erase(0, run_->stderr_tail.size() - kMaxStderrTail);
-    }
-  }
-  void Close(int, launcher::OutputStream) override {}
-
- private:
-  ScriptRun* run_;
-};
-
 // A line of the script's output, shortened for a message.
 std::string Quote(absl::string_view text) {
   if (text.size() <= kMaxQuotedLine) return absl::StrCat("'", text, "'");
@@ -59,6 +36,27 @@ std::string ScriptName(const DiscoveryOptions& options) {
 }
 
 }  // namespace
+
+void ScriptOutputSink::Write(int, launcher::OutputStream stream, absl::string_view bytes) {
+  if (stream == launcher::OutputStream::kStdout) {
+    const size_t room = kMaxDiscoveryOutputBytes - run_->stdout_text.size();
+    if (bytes.size() > room) run_->stdout_overflow = true;
+    run_->stdout_text.append(bytes.data(), std::min(room, bytes.size()));
+    return;
+  }
+  run_->stderr_tail.append(bytes.data(), bytes.size());
+  if (run_->stderr_tail.size() > kMaxStderrTail) {
+    run_->stderr_tail.erase(0, run_->stderr_tail.size() - kMaxStderrTail);
+  }
+}
+
+launcher::WorkerSpec DiscoveryScriptSpec(const DiscoveryOptions& options) {
+  launcher::WorkerSpec spec;
+  spec.program = "/bin/sh";
+  spec.argv = {"/bin/sh", "-c", options.script};
+  spec.environment = options.environment;
+  return spec;
+}
 
 absl::Status ValidateDiscoveryOptions(const DiscoveryOptions& options) {
   if (absl::StripAsciiWhitespace(options.script).empty()) {
@@ -104,16 +102,12 @@ absl::StatusOr<HostSet> ParseDiscoveryOutput(absl::string_view output, int defau
 
 absl::StatusOr<ScriptRun> RunDiscoveryScript(const DiscoveryOptions& options) {
   ScriptRun run;
-  CaptureSink sink(&run);
+  ScriptOutputSink sink(&run);
   launcher::WorkerGroupOptions group_options;
   group_options.grace = options.grace;
   group_options.deadline = absl::Now() + options.timeout;
   launcher::WorkerGroup group(group_options, &sink);
-  launcher::WorkerSpec spec;
-  spec.program = "/bin/sh";
-  spec.argv = {"/bin/sh", "-c", options.script};
-  spec.environment = options.environment;
-  if (absl::Status s = group.Start({spec}); !s.ok()) {
+  if (absl::Status s = group.Start({DiscoveryScriptSpec(options)}); !s.ok()) {
     return absl::InternalError(
         absl::StrCat("cannot start ", ScriptName(options), ": ", s.message()));
   }
@@ -165,8 +159,9 @@ absl::StatusOr<HostDiscovery> HostDiscovery::Create(DiscoveryOptions options, Sc
 HostDiscovery::HostDiscovery(DiscoveryOptions options, ScriptRunner runner)
     : options_(std::move(options)), runner_(std::move(runner)) {}
 
-absl::StatusOr<HostDiscovery::Result> HostDiscovery::Discover() {
-  absl::StatusOr<ScriptRun> run = runner_(options_);
+absl::StatusOr<HostDiscovery::Result> HostDiscovery::Discover() { return Judge(runner_(options_)); }
+
+absl::StatusOr<HostDiscovery::Result> HostDiscovery::Judge(const absl::StatusOr<ScriptRun>& run) {
   absl::StatusOr<HostSet> hosts =
       run.ok() ? InterpretScriptRun(options_, *run) : absl::StatusOr<HostSet>(run.status());
   if (hosts.ok()) {

@@ -23,6 +23,9 @@
 // that answer again with a warning (a transient failure must not shrink the job); when the very
 // first run fails, the error is returned (the driver treats it as fatal, as horovodrun does).
 //
+// The elastic driver does not call RunDiscoveryScript: it starts DiscoveryScriptSpec under its
+// own Supervisor (so that the script never blocks its loop) and hands the run to Judge().
+//
 // Thread-safety: ParseDiscoveryOutput is stateless. RunDiscoveryScript uses a WorkerGroup: it
 // owns SIGINT, SIGTERM, SIGCHLD and SIGPIPE while the script runs, and only one WorkerGroup may
 // run at a time per process (launcher/worker_group.h). HostDiscovery is thread-compatible.
@@ -65,6 +68,21 @@ struct ScriptRun {
   std::string stderr_tail;         // the last bytes of its stderr (a few KiB)
 };
 
+// An OutputSink that fills `run`'s stdout_text (up to kMaxDiscoveryOutputBytes, then
+// stdout_overflow) and stderr_tail; for a script started by any supervisor (`run` borrowed).
+class ScriptOutputSink : public launcher::OutputSink {
+ public:
+  explicit ScriptOutputSink(ScriptRun* run) : run_(run) {}
+  void Write(int index, launcher::OutputStream stream, absl::string_view bytes) override;
+  void Close(int, launcher::OutputStream) override {}
+
+ private:
+  ScriptRun* run_;
+};
+
+// What runs the script: /bin/sh -c options.script in options.environment, stdin /dev/null.
+launcher::WorkerSpec DiscoveryScriptSpec(const DiscoveryOptions& options);
+
 // InvalidArgument when `options` cannot be used (empty script, default_slots outside
 // [1, launcher::kMaxSlots], timeout <= 0, grace < 0).
 absl::Status ValidateDiscoveryOptions(const DiscoveryOptions& options);
@@ -102,6 +120,10 @@ class HostDiscovery {
   // succeeded yet, or when chorusrun was signalled (Cancelled: the driver must stop, not carry
   // on with old hosts); otherwise the last good host set comes back with a warning.
   absl::StatusOr<Result> Discover();
+
+  // Discover()'s judgement of a run made elsewhere (the elastic driver supervises the script in
+  // its own loop): the same results, and the last good answer is kept the same way.
+  absl::StatusOr<Result> Judge(const absl::StatusOr<ScriptRun>& run);
 
   // The last good answer; nullopt before the first success.
   const std::optional<HostSet>& last_good() const { return last_good_; }

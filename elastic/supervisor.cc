@@ -152,10 +152,11 @@ void Supervisor::ReadReady(int id, int stream) {
   }
 }
 
-void Supervisor::Forget() {
+void Supervisor::Forget(Events* events) {
   for (auto it = workers_.begin(); it != workers_.end();) {
     const Worker& w = it->second;
     if (!w.running && w.fds[0] < 0 && w.fds[1] < 0) {
+      events->finished.push_back(it->first);
       it = workers_.erase(it);
     } else {
       ++it;
@@ -179,7 +180,7 @@ Supervisor::Events Supervisor::Poll(absl::Time until, bool return_when_idle) {
         next_kill = w.kill_at;
       }
     }
-    Forget();
+    Forget(&events);
     if (!events.empty() || now >= until) return events;
 
     std::vector<struct pollfd> polled = {{signals_.read_fd(), POLLIN, 0}};

@@ -53,7 +53,10 @@ class Supervisor {
   struct Events {
     std::vector<Exit> exits;   // workers reaped, in the order seen
     std::vector<int> signals;  // SIGINT/SIGTERM that reached chorusrun, in order
-    bool empty() const { return exits.empty() && signals.empty(); }
+    // Workers that ended and whose output has been read to the end (after their exit), so
+    // their ids are forgotten.
+    std::vector<int> finished;
+    bool empty() const { return exits.empty() && signals.empty() && finished.empty(); }
   };
 
   // Installs the signal handlers. Internal when the self-pipe cannot be created.
@@ -75,7 +78,8 @@ class Supervisor {
   // already reaped.
   void Stop(int id, int sig);
 
-  // Waits until something happens (a worker ended, a signal arrived) or `until` passes, reading
+  // Waits until something happens (a worker ended, its output was read to the end, a signal
+  // arrived) or `until` passes, reading
   // output meanwhile and enforcing the grace periods; with `return_when_idle`, also returns as
   // soon as no worker is left (none running, no output open). Output alone does not end the
   // wait. Returns what happened (possibly nothing).
@@ -103,7 +107,7 @@ class Supervisor {
   void Reap(Events* events);
   void ReadReady(int id, int stream);
   void CloseOutput(Worker& w, int stream);
-  void Forget();  // drops workers that are reaped and whose output is closed
+  void Forget(Events* events);  // drops workers that are reaped and whose output is closed
 
   Options options_;
   launcher::SignalPipe signals_;

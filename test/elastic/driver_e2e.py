@@ -28,20 +28,21 @@ failures = []
 class Job:
     """One chorusrun run in its own directory (hosts file, schedule, events, output)."""
 
-    def __init__(self, chorusrun, name, hosts, schedule, flags, discovery=True):
+    def __init__(self, chorusrun, name, hosts, schedule, flags, discovery=True, script=None):
         self.name = name
         self.dir = tempfile.mkdtemp(prefix=f'elastic_{name}_')
         self.write_hosts(hosts)
         with open(self.path('schedule.json'), 'w') as f:
             json.dump(schedule, f)
-        script = self.path('discover.sh')
-        with open(script, 'w') as f:
-            f.write(f'#!/bin/sh\ncat {self.path("hosts")}\n')
-        os.chmod(script, 0o755)
+        script_path = self.path('discover.sh')
+        with open(script_path, 'w') as f:
+            f.write(script.format(dir=self.dir) if script else
+                    f'#!/bin/sh\ncat {self.path("hosts")}\n')
+        os.chmod(script_path, 0o755)
         env = dict(os.environ, ELASTIC_TEST_DIR=self.dir, CHORUS_ELASTIC_DISCOVERY_INTERVAL='0.05')
         args = [chorusrun] + flags
         if discovery:
-            args += ['--host-discovery-script', script]
+            args += ['--host-discovery-script', script_path]
         args += [WORKER]
         self.out = open(self.path('stdout'), 'w')
         self.err = open(self.path('stderr'), 'w')
@@ -318,12 +319,27 @@ def test_sigint_is_forwarded(c, jobs):
     assert '[0]<stderr>:KeyboardInterrupt' in err and '[1]<stderr>:KeyboardInterrupt' in err, err
 
 
+@case
+def test_hanging_discovery_does_not_block_the_loop(c, jobs):
+    # The first run answers; every later run hangs (the script timeout is 30 s, as long as the
+    # case's): the failure must still be handled with the last good hosts.
+    script = ('#!/bin/sh\nif [ -e {dir}/answered ]; then exec sleep 60; fi\n'
+              'touch {dir}/answered\ncat {dir}/hosts\n')
+    job = start(jobs, c, 'hang', 'localhost:1\n127.0.0.1:1\n', {'g0r1': 'exit:3'},
+                ['-np', '1'], script=script)
+    g1 = job.wait_generation(1, 1)
+    assert ranks(g1) == [(0, 1, '127.0.0.1')], ranks(g1)
+    job.release()
+    assert job.finish() == 0
+
+
 CASES = [test_grow_then_shrink, test_failure_blacklists_host, test_every_host_blacklisted,
          test_min_np_not_reachable, test_reset_limit_1_ends_the_job,
          test_reset_limit_2_allows_two_resets, test_sigterm_is_not_blacklisted,
          test_discovery_garbage_keeps_last_good_set, test_first_discovery_failure_is_fatal,
          test_mpi_with_elastic_flags_is_exit_2, test_blacklisted_host_readmitted_after_cooldown,
-         test_fixed_hosts_with_min_np, test_sigint_is_forwarded]
+         test_fixed_hosts_with_min_np, test_sigint_is_forwarded,
+         test_hanging_discovery_does_not_block_the_loop]
 
 
 def main():

@@ -262,5 +262,37 @@ TEST_CASE("HostDiscovery does not mask a signal to chorusrun", "[elastic][discov
   CHECK(d->last_good() == HostSet{{"a", 2}});
 }
 
+TEST_CASE("HostDiscovery::Judge: runs made elsewhere, the last good set kept",
+          "[elastic][discovery]") {
+  auto d = HostDiscovery::Create(Options());
+  REQUIRE(d.ok());
+  CHECK_FALSE(d->Judge(Exited(3)).ok());  // no success yet: an error
+  auto first = d->Judge(Exited(0, "a:2\n"));
+  REQUIRE(first.ok());
+  CHECK(first->hosts == HostSet{{"a", 2}});
+  CHECK(first->warning.empty());
+  auto garbage = d->Judge(Exited(0, "a:x\n"));
+  REQUIRE(garbage.ok());
+  CHECK(garbage->hosts == HostSet{{"a", 2}});
+  CHECK_THAT(garbage->warning, Catch::Contains("keeping the last discovered hosts"));
+  auto failed_start = d->Judge(absl::InternalError("fork: no"));
+  REQUIRE(failed_start.ok());
+  CHECK(failed_start->hosts == HostSet{{"a", 2}});
+}
+
+TEST_CASE("ScriptOutputSink keeps stdout up to the limit and the stderr tail",
+          "[elastic][discovery]") {
+  ScriptRun run;
+  ScriptOutputSink sink(&run);
+  sink.Write(0, launcher::OutputStream::kStdout, "a:1\n");
+  sink.Write(0, launcher::OutputStream::kStderr, "oops\n");
+  CHECK(run.stdout_text == "a:1\n");
+  CHECK(run.stderr_tail == "oops\n");
+  CHECK_FALSE(run.stdout_overflow);
+  sink.Write(0, launcher::OutputStream::kStdout, std::string(kMaxDiscoveryOutputBytes, 'x'));
+  CHECK(run.stdout_overflow);
+  CHECK(run.stdout_text.size() == kMaxDiscoveryOutputBytes);
+}
+
 }  // namespace
 }  // namespace chorus::elastic
