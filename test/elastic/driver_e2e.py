@@ -333,13 +333,23 @@ def test_hanging_discovery_does_not_block_the_loop(c, jobs):
     assert job.finish() == 0
 
 
+@case
+def test_max_np_caps_the_world(c, jobs):
+    job = start(jobs, c, 'maxnp', 'localhost:2\n127.0.0.1:2\n', {}, ['-np', '1', '--max-np', '3'])
+    g0 = job.wait_generation(0, 3)
+    assert ranks(g0) == [(0, 3, '127.0.0.1'), (1, 3, '127.0.0.1'), (2, 3, 'localhost')], ranks(g0)
+    job.release()
+    assert job.finish() == 0
+    assert not job.generation(1) and len(g0) == 3, job.events()
+
+
 CASES = [test_grow_then_shrink, test_failure_blacklists_host, test_every_host_blacklisted,
          test_min_np_not_reachable, test_reset_limit_1_ends_the_job,
          test_reset_limit_2_allows_two_resets, test_sigterm_is_not_blacklisted,
          test_discovery_garbage_keeps_last_good_set, test_first_discovery_failure_is_fatal,
          test_mpi_with_elastic_flags_is_exit_2, test_blacklisted_host_readmitted_after_cooldown,
          test_fixed_hosts_with_min_np, test_sigint_is_forwarded,
-         test_hanging_discovery_does_not_block_the_loop]
+         test_hanging_discovery_does_not_block_the_loop, test_max_np_caps_the_world]
 
 
 def main():
