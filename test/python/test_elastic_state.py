@@ -2,6 +2,8 @@
 the collective host-update check, on every rank of the job (each rank starts with different
 values, so a sync that does not take rank 0's values is caught)."""
 
+import threading
+
 import pytest
 import torch
 
@@ -236,3 +238,24 @@ def test_a_reset_drops_notifications_received_before_it(world):
     state.on_reset()
     assert called == ["a", "b"]
     assert commits_until_interrupt(state, 2) == (2, None)
+
+
+def test_a_notification_from_another_thread_is_seen_at_the_next_commit(world):
+    rank, size = world
+    state = elastic.ObjectState(bcast_object=hvd.broadcast_object, get_rank=hvd.rank, x=rank)
+    elastic.notification_manager.register_listener(state)
+    try:
+        if rank == 0:
+            # A notification service runs its own thread.
+            t = threading.Thread(target=elastic.notification_manager.notify_hosts_updated,
+                                 args=(7.5, elastic.HostUpdateResult.removed))
+            t.start()
+            t.join()
+        passed, interrupt = commits_until_interrupt(state, 2)
+        assert passed == 0 and interrupt.update_res == elastic.HostUpdateResult.removed
+        assert state._last_updated_timestamp == 7.5
+    finally:
+        elastic.notification_manager.remove_listener(state)
+    # A state that is no longer registered is not notified.
+    elastic.notification_manager.notify_hosts_updated(8, elastic.HostUpdateResult.added)
+    assert commits_until_interrupt(state, 1) == (1, None)
