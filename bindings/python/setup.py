@@ -47,7 +47,8 @@ setup(
     version="0.1.0",
     description="Collective communication for data-parallel training (horovod.torch drop-in)",
     python_requires=">=3.9",
-    packages=["chorus", "chorus.torch"],  # copied from the CMake build by CMakeBuild
+    # Copied from the CMake build by CMakeBuild.
+    packages=["chorus", "chorus.elastic", "chorus.torch", "chorus.torch.elastic"],
     distclass=BinaryDistribution,
     cmdclass={"build_py": CMakeBuild},
     zip_safe=False,

@@ -9,8 +9,10 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 check() {  # check DIR: import chorus from DIR only (not from the build tree)
   (cd "$tmp" && env -u PYTHONPATH PYTHONPATH="$1" PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -c "
-import chorus, chorus.torch as hvd, torch
+import chorus, chorus.elastic, chorus.torch as hvd, torch
 assert chorus.__file__.startswith('$1'), chorus.__file__
+assert hvd.elastic.TorchState and hvd.elastic.ElasticSampler and chorus.elastic.State
+assert hvd.elastic.__file__.startswith('$1'), hvd.elastic.__file__
 hvd.init()
 print(hvd.size(), hvd.allreduce(torch.ones(3), op=hvd.Sum).tolist())
 hvd.shutdown()")

@@ -23,3 +23,4 @@ from chorus.torch.mpi_ops import (allgather, allgather_async, allreduce, allredu
                                   sparse_allreduce_async, synchronize)
 from chorus.torch.optimizer import DistributedOptimizer
 from chorus.torch.sync_batch_norm import SyncBatchNorm
+from chorus.torch import elastic  # last: chorus.torch.elastic uses the names above

@@ -20,6 +20,7 @@ import torch.utils.dlpack as torch_dlpack
 from chorus import _C
 from chorus import basics as _basics
 from chorus import handles as _handles
+from chorus.exceptions import HorovodInternalError, HostsUpdatedInterrupt  # noqa: F401
 from chorus.process_sets import global_process_set
 from chorus.torch.compression import Compression
 
@@ -29,16 +30,6 @@ Adasum = _basics.Adasum
 Min = _basics.Min
 Max = _basics.Max
 Product = _basics.Product
-
-HorovodInternalError = _C.ChorusError
-
-
-class HostsUpdatedInterrupt(RuntimeError):
-    """Raised by elastic training when the set of hosts changed (not used yet)."""
-
-    def __init__(self, skip_sync=False):
-        super().__init__()
-        self.skip_sync = skip_sync
 
 
 # torch dtype -> chorus::DataType value (chorus/types.h): every type chorus has is a torch type
