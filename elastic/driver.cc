@@ -36,6 +36,7 @@
 #include "launcher/job_hosts.h"
 #include "launcher/rank_env.h"
 #include "launcher/rendezvous_server.h"
+#include "launcher/spawn.h"
 #include "launcher/ssh_command.h"
 #include "launcher/ucx_launch.h"
 #include "launcher/worker_env.h"
@@ -53,17 +54,6 @@ constexpr int kJobError = 1;
 int Fail(int status, absl::string_view message) {
   std::cerr << "chorusrun: error: " << message << std::endl;
   return status;
-}
-
-absl::StatusOr<std::string> CurrentDirectory() {
-  std::vector<char> buffer(4096);
-  while (::getcwd(buffer.data(), buffer.size()) == nullptr) {
-    if (errno != ERANGE) {
-      return absl::InternalError(absl::StrCat("getcwd: ", std::strerror(errno)));
-    }
-    buffer.resize(buffer.size() * 2);
-  }
-  return std::string(buffer.data());
 }
 
 // One worker of the running generation.
@@ -194,7 +184,7 @@ std::optional<int> Driver::Prepare() {
   const auto path_it = env_.find("PATH");
   program_ = launcher::FindExecutable(o_.command[0], path_it == env_.end() ? "" : path_it->second);
   if (!may_be_remote && !program_.ok()) return Fail(kUsageError, program_.status().message());
-  absl::StatusOr<std::string> cwd = CurrentDirectory();
+  absl::StatusOr<std::string> cwd = launcher::CurrentDirectory();
   if (!cwd.ok()) return Fail(kJobError, cwd.status().message());
   cwd_ = *std::move(cwd);
 

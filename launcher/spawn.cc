@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <cstring>
 #include <iterator>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -208,6 +210,17 @@ absl::StatusOr<SpawnedProcess> SpawnProcess(const WorkerSpec& spec, pid_t group,
     }
   }
   return p;
+}
+
+absl::StatusOr<std::string> CurrentDirectory() {
+  std::vector<char> buffer(4096);
+  while (::getcwd(buffer.data(), buffer.size()) == nullptr) {
+    if (errno != ERANGE) {
+      return absl::InternalError(absl::StrCat("getcwd: ", std::strerror(errno)));
+    }
+    buffer.resize(buffer.size() * 2);
+  }
+  return std::string(buffer.data());
 }
 
 }  // namespace chorus::launcher

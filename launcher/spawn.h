@@ -107,6 +107,10 @@ struct SpawnedProcess {
 absl::StatusOr<SpawnedProcess> SpawnProcess(const WorkerSpec& spec, pid_t group, int dev_null,
                                             const struct sigaction* inherited);
 
+// chorusrun's working directory, the one its workers start in (remote ones cd to it).
+// Internal with getcwd's error.
+absl::StatusOr<std::string> CurrentDirectory();
+
 }  // namespace chorus::launcher
 
 #endif  // CHORUS_LAUNCHER_SPAWN_H_

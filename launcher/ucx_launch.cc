@@ -23,6 +23,7 @@
 #include "launcher/job_hosts.h"
 #include "launcher/rank_env.h"
 #include "launcher/rendezvous_server.h"
+#include "launcher/spawn.h"
 #include "launcher/ssh_command.h"
 #include "launcher/worker_env.h"
 #include "launcher/worker_output.h"
@@ -37,17 +38,6 @@ constexpr int kDefaultStartTimeoutSeconds = 30;  // horovodrun's
 int Fail(int status, absl::string_view message) {
   std::cerr << "chorusrun: error: " << message << std::endl;
   return status;
-}
-
-absl::StatusOr<std::string> CurrentDirectory() {
-  std::vector<char> buffer(4096);
-  while (::getcwd(buffer.data(), buffer.size()) == nullptr) {
-    if (errno != ERANGE) {
-      return absl::InternalError(absl::StrCat("getcwd: ", std::strerror(errno)));
-    }
-    buffer.resize(buffer.size() * 2);
-  }
-  return std::string(buffer.data());
 }
 
 // The IPv4 address of network interface `name`.
