@@ -259,3 +259,28 @@ def test_a_notification_from_another_thread_is_seen_at_the_next_commit(world):
     # A state that is no longer registered is not notified.
     elastic.notification_manager.notify_hosts_updated(8, elastic.HostUpdateResult.added)
     assert commits_until_interrupt(state, 1) == (1, None)
+
+
+def test_torch_state_commits_reuse_their_copy_without_aliasing(world):
+    # Commits copy into the buffers of the previous commit; a restore must still hand out
+    # values that later training does not change, and a second restore must give the commit.
+    rank, _ = world
+    model = rank_model(rank)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    local_step(model, optimizer, rank + 1)
+    state = hvd.elastic.TorchState(model=model, optimizer=optimizer)
+    saved_before = state._handlers["model"]._saved_model_state
+    local_step(model, optimizer, 2)
+    state.save()
+    committed = (clone_state(model.state_dict()), clone_state(optimizer.state_dict()))
+    saved_after = state._handlers["model"]._saved_model_state
+    assert all(saved_after[k].data_ptr() == saved_before[k].data_ptr() for k in saved_after)
+    for _ in range(2):
+        local_step(model, optimizer, 5)  # uncommitted progress
+        state.restore()
+        assert_same(model.state_dict(), committed[0])
+        assert_same(optimizer.state_dict(), committed[1])
+    # A parameter whose shape changed gets a fresh copy instead of a mismatched buffer.
+    model[0].weight = torch.nn.Parameter(torch.ones(5, 3))
+    state.save()
+    assert torch.equal(state._handlers["model"]._saved_model_state["0.weight"], torch.ones(5, 3))

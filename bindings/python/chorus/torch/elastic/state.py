@@ -43,6 +43,27 @@ def host_copy(obj):
     return copy.deepcopy(obj)
 
 
+def host_copy_into(saved, obj):
+    """host_copy(obj), reusing the tensors of `saved` (an earlier host_copy of the same
+    structure) where shape and dtype still match, so that a commit copies into memory it already
+    owns instead of allocating (and page-faulting) the whole state again. `saved` is private to
+    its handler: load_state_dict copies out of it (Module) or deep-copies it (Optimizer), so
+    overwriting its tensors later never changes what a restore handed out."""
+    if isinstance(obj, torch.Tensor):
+        if (isinstance(saved, torch.Tensor) and saved.shape == obj.shape
+                and saved.dtype == obj.dtype and saved.device.type == "cpu"):
+            return saved.copy_(obj.detach())
+        return host_copy(obj)
+    if isinstance(obj, dict) and isinstance(saved, dict):
+        out = copy.copy(obj)
+        for k, v in obj.items():
+            out[k] = host_copy_into(saved.get(k), v)
+        return out
+    if type(obj) in (list, tuple) and type(saved) is type(obj) and len(saved) == len(obj):
+        return type(obj)(host_copy_into(s, v) for s, v in zip(saved, obj))
+    return host_copy(obj)
+
+
 class TorchState(ObjectState):
     """State of model, optimizer and any other keyword arguments, exposed as attributes.
 
@@ -113,7 +134,7 @@ class ModelStateHandler(StateHandler):
         self._saved_model_state = host_copy(self.value.state_dict())
 
     def save(self):
-        self._saved_model_state = host_copy(self.value.state_dict())
+        self._saved_model_state = host_copy_into(self._saved_model_state, self.value.state_dict())
 
     def restore(self):
         self.value.load_state_dict(self._saved_model_state)
@@ -128,7 +149,8 @@ class OptimizerStateHandler(StateHandler):
         self._saved_optimizer_state = host_copy(self.value.state_dict())
 
     def save(self):
-        self._saved_optimizer_state = host_copy(self.value.state_dict())
+        self._saved_optimizer_state = host_copy_into(self._saved_optimizer_state,
+                                                     self.value.state_dict())
 
     def restore(self):
         # load_state_dict casts the saved state to each parameter's device and dtype.
