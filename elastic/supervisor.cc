@@ -195,8 +195,7 @@ Supervisor::Events Supervisor::Poll(absl::Time until, bool return_when_idle) {
     if (return_when_idle && workers_.empty()) return events;
     absl::Time wake = until;
     if (next_kill) wake = std::min(wake, *next_kill);
-    const int timeout_ms =
-        static_cast<int>(std::max<int64_t>(0, absl::ToInt64Milliseconds(wake - now) + 1));
+    const int timeout_ms = launcher::PollTimeoutMs(wake - now);
     if (::poll(polled.data(), polled.size(), timeout_ms) <= 0) continue;
     if (polled[0].revents & POLLIN) {
       for (const int sig : signals_.Drain()) {

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <iterator>
@@ -221,6 +222,11 @@ absl::StatusOr<std::string> CurrentDirectory() {
     buffer.resize(buffer.size() * 2);
   }
   return std::string(buffer.data());
+}
+
+int PollTimeoutMs(absl::Duration left) {
+  const absl::Duration capped = std::clamp(left, absl::ZeroDuration(), absl::Hours(1));
+  return static_cast<int>(absl::ToInt64Milliseconds(absl::Ceil(capped, absl::Milliseconds(1))));
 }
 
 }  // namespace chorus::launcher

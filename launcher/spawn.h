@@ -27,6 +27,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 #include "launcher/mpirun_command.h"
 
@@ -110,6 +111,10 @@ absl::StatusOr<SpawnedProcess> SpawnProcess(const WorkerSpec& spec, pid_t group,
 // chorusrun's working directory, the one its workers start in (remote ones cd to it).
 // Internal with getcwd's error.
 absl::StatusOr<std::string> CurrentDirectory();
+
+// poll(2)'s timeout in milliseconds for a wait of `left`: rounded up, never negative, at most
+// one hour (an infinite `left` included: the caller's loop polls again after it).
+int PollTimeoutMs(absl::Duration left);
 
 }  // namespace chorus::launcher
 

@@ -236,8 +236,7 @@ GroupResult WorkerGroup::Wait() {
     if (kill_at_) wake = std::min(wake, *kill_at_);
     if (options_.deadline && !stopping_) wake = std::min(wake, *options_.deadline);
     if (drain_until) wake = std::min(wake, *drain_until);
-    const int timeout_ms =
-        static_cast<int>(std::max<int64_t>(0, absl::ToInt64Milliseconds(wake - now) + 1));
+    const int timeout_ms = PollTimeoutMs(wake - now);
     const int ready = ::poll(polled.data(), polled.size(), timeout_ms);
     if (ready > 0) {
       if (polled[0].revents & POLLIN) HandleSignals(&result);
