@@ -27,6 +27,7 @@
 
 #include "elastic/blacklist.h"
 #include "elastic/driver_settings.h"
+#include "elastic/generation_notice.h"
 #include "elastic/host_discovery.h"
 #include "elastic/host_set.h"
 #include "elastic/rank_assignment.h"
@@ -56,11 +57,30 @@ int Fail(int status, absl::string_view message) {
   return status;
 }
 
+// A worker silent this long (no Watch call: hung, SIGSTOPped, cut off) is lost: it is killed.
+constexpr absl::Duration kHeartbeatSilence = absl::Seconds(5);
+// How often the loop looks for silent workers and overdue released ones.
+constexpr absl::Duration kHeartbeatCheckPeriod = absl::Milliseconds(500);
+// A released worker (no place in the new generation) leaves by itself at its next commit; past
+// this it is stopped.
+constexpr absl::Duration kReleaseGrace = absl::Seconds(60);
+
+constexpr int kNotStarted = -1;
+
 // One worker of the running generation.
 struct Member {
-  int id = 0;  // the Supervisor's
+  int id = kNotStarted;   // the Supervisor's
+  std::string worker_id;  // CHORUS_ELASTIC_WORKER_ID
   WorkerAssignment assignment;
-  bool alive = true;  // false once it ended
+  bool alive = true;  // false once it ended (or was found silent)
+};
+
+// A worker chorusrun released from the job (its host left the discovery output, --max-np): it
+// leaves at its next commit; its end is not an event of the job.
+struct Released {
+  Member member;
+  absl::Time deadline;  // then stopped
+  bool stopping = false;
 };
 
 // The driver loop of elastic/driver.h. Main thread only.
@@ -93,10 +113,24 @@ class Driver {
   absl::StatusOr<RankAssignment> Plan(const std::vector<PreviousWorker>& previous,
                                       std::vector<launcher::HostSlots>* ordered) const;
   std::vector<PreviousWorker> AliveMembers() const;
-  // Starts generation generation_ + 1. On failure: the exit status.
+  // Starts generation generation_ + 1 with every worker new. On failure: the exit status.
   std::optional<int> StartGeneration(const RankAssignment& next,
                                      std::vector<launcher::HostSlots> ordered);
-  absl::StatusOr<launcher::WorkerSpec> SpecFor(const launcher::RankPlacement& p, int generation);
+  // Starts generation generation_ + 1 in place: the survivors of `next` stay (they adopt their
+  // new places from the published notice), released workers leave at their next commit, new
+  // workers are started. On failure: the exit status.
+  std::optional<int> Reform(const RankAssignment& next, std::vector<launcher::HostSlots> ordered);
+  // Logs the reset line of the generation starting with `next` and publishes its notice.
+  void AnnounceGeneration(const std::vector<Member>& next);
+  // Starts the members of `next` that have no process yet. On failure: the exit status.
+  std::optional<int> StartNewMembers(std::vector<Member>& next);
+  absl::StatusOr<launcher::WorkerSpec> SpecFor(const launcher::RankPlacement& p, int generation,
+                                               const std::string& worker_id);
+  // Kills the workers silent for kHeartbeatSilence (a reset cause each) and stops released
+  // workers past their deadline.
+  void CheckHeartbeats();
+  // Records that `m` is gone for `why` (blacklisting its host when `failed`): a reset cause.
+  void RecordLoss(Member& m, const std::string& why, bool failed);
   // Handles the ends of workers. Sets reset_causes_; returns an exit status when the job ends.
   std::optional<int> HandleExits(const std::vector<Supervisor::Exit>& exits);
   // Stops every running worker with `sig` and waits for them (a SIGINT/SIGTERM meanwhile turns
@@ -146,6 +180,13 @@ class Driver {
 
   int generation_ = -1;
   int resets_ = 0;
+  int workers_started_ = 0;  // worker ids are "w<n>"
+  std::vector<Released> released_;
+  // What the next reset is about (cleared when a generation starts).
+  bool worker_lost_ = false;
+  std::vector<int> lost_ranks_;
+  bool hosts_added_ = false;
+  bool hosts_removed_ = false;
   std::vector<launcher::HostSlots> order_;  // the host order of the last generation
   std::vector<Member> members_;             // the running generation, by rank
   std::vector<PreviousWorker> survivors_;   // between a reset and the next generation
@@ -199,7 +240,11 @@ std::optional<int> Driver::Prepare() {
   server_ = *std::move(server);
   rendezvous_.address = absl::StrCat("127.0.0.1:", server_->port());
   rendezvous_.secret = *secret;
-  rendezvous_.start_timeout_s = o_.start_timeout_s.value_or(30);
+  // Workers started for a generation wait for the survivors to reach their next commit; a lost
+  // worker is the driver's to notice (it then aborts the generation), not the rendezvous's.
+  rendezvous_.start_timeout_s =
+      std::max(o_.start_timeout_s.value_or(30),
+               static_cast<int>(absl::ToInt64Seconds(settings_.elastic_timeout)));
 
   Supervisor::Options sup;
   sup.grace = absl::Seconds(launcher::kGraceSeconds);
@@ -275,8 +320,10 @@ Supervisor::Events Driver::PollOnce(absl::Time until) {
 }
 
 bool Driver::AnyMemberRunning() const {
-  return std::any_of(members_.begin(), members_.end(),
-                     [this](const Member& m) { return supervisor_->is_running(m.id); });
+  auto running = [this](const Member& m) { return supervisor_->is_running(m.id); };
+  return std::any_of(members_.begin(), members_.end(), running) ||
+         std::any_of(released_.begin(), released_.end(),
+                     [&](const Released& r) { return running(r.member); });
 }
 
 void Driver::StopDiscovery() {
@@ -300,14 +347,17 @@ std::vector<PreviousWorker> Driver::AliveMembers() const {
 }
 
 absl::StatusOr<launcher::WorkerSpec> Driver::SpecFor(const launcher::RankPlacement& p,
-                                                     int generation) {
+                                                     int generation, const std::string& worker_id) {
   launcher::RendezvousInfo rendezvous = rendezvous_;
   rendezvous.scope = absl::StrCat("world/", generation);
   const bool remote = !launcher::IsLocalHost(p.host, this_host_);
   if (remote) rendezvous.address = absl::StrCat(this_host_, ":", server_->port());
   std::vector<launcher::EnvVar> rank_vars = launcher::RankEnvironment(p, rendezvous);
   rank_vars.emplace_back("CHORUS_ELASTIC", "1");
-  rank_vars.emplace_back("CHORUS_ELASTIC_GENERATION", absl::StrCat(generation));
+  rank_vars.emplace_back(kGenerationVar, absl::StrCat(generation));
+  rank_vars.emplace_back(kWorkerIdVar, worker_id);
+  rank_vars.emplace_back("CHORUS_ELASTIC_TIMEOUT",
+                         absl::StrCat(absl::ToInt64Seconds(settings_.elastic_timeout)));
   const Environment env =
       launcher::MergeEnvironment(env_, launcher::WorkerEnvironment(o_), rank_vars);
   launcher::WorkerSpec spec;
@@ -328,7 +378,7 @@ absl::StatusOr<launcher::WorkerSpec> Driver::SpecFor(const launcher::RankPlaceme
   launcher::SshOptions options;
   options.port = o_.ssh_port;
   options.identity_file = o_.ssh_identity_file;
-  options.connect_timeout_s = rendezvous_.start_timeout_s;
+  options.connect_timeout_s = o_.start_timeout_s.value_or(30);
   spec.program = *ssh;
   spec.argv =
       launcher::SshWorkerArgv(options, p.host,
@@ -339,15 +389,23 @@ absl::StatusOr<launcher::WorkerSpec> Driver::SpecFor(const launcher::RankPlaceme
   return spec;
 }
 
-std::optional<int> Driver::StartGeneration(const RankAssignment& next,
-                                           std::vector<launcher::HostSlots> ordered) {
-  ++generation_;
+void Driver::AnnounceGeneration(const std::vector<Member>& next) {
   std::vector<std::string> hosts;
-  for (const WorkerAssignment& w : next.workers) {
-    if (std::find(hosts.begin(), hosts.end(), w.placement.host) == hosts.end()) {
-      hosts.push_back(w.placement.host);
-    }
+  std::vector<WorkerPlace> places;
+  for (const Member& m : next) {
+    const std::string& host = m.assignment.placement.host;
+    if (std::find(hosts.begin(), hosts.end(), host) == hosts.end()) hosts.push_back(host);
+    places.push_back({m.worker_id, m.assignment.placement});
   }
+  GenerationChange change;
+  change.generation = generation_;
+  change.aborted = worker_lost_;
+  change.cause = absl::StrJoin(reset_causes_, "; ");
+  change.lost_ranks = lost_ranks_;
+  std::sort(change.lost_ranks.begin(), change.lost_ranks.end());
+  change.hosts_added = hosts_added_;
+  change.hosts_removed = hosts_removed_;
+  change.decided = absl::Now();
   if (generation_ > 0) {
     ResetRecord record;
     record.generation = generation_;
@@ -355,53 +413,148 @@ std::optional<int> Driver::StartGeneration(const RankAssignment& next,
     record.current_hosts = hosts;
     record.notes = notes_;
     record.previous_size = previous_size_;
-    record.current_size = static_cast<int>(next.workers.size());
-    record.cause = absl::StrJoin(reset_causes_, "; ");
+    record.current_size = static_cast<int>(next.size());
+    record.cause = change.cause;
     std::cerr << FormatResetLine(record) << std::endl;
+  }
+  absl::Status published = server_->PublishGeneration(MakeGenerationNotice(change, places));
+  if (!published.ok()) {  // a driver bug: generations only grow
+    std::cerr << "chorusrun: warning: " << published.message() << std::endl;
   }
   notes_.clear();
   reset_causes_.clear();
   survivors_.clear();
-  order_ = std::move(ordered);
+  worker_lost_ = hosts_added_ = hosts_removed_ = false;
+  lost_ranks_.clear();
+  previous_hosts_ = hosts;
+  previous_size_ = static_cast<int>(next.size());
+}
 
+std::optional<int> Driver::StartNewMembers(std::vector<Member>& next) {
   std::vector<int> ranks;
-  for (const WorkerAssignment& w : next.workers) ranks.push_back(w.placement.rank);
+  for (const Member& m : next) {
+    if (m.id == kNotStarted) ranks.push_back(m.assignment.placement.rank);
+  }
+  if (ranks.empty()) return std::nullopt;
   sinks_.push_back(std::make_unique<launcher::TerminalSink>(ranks, o_.prefix_output_with_timestamp,
                                                             stdout, stderr));
-  members_.clear();
-  for (size_t i = 0; i < next.workers.size(); ++i) {
-    const WorkerAssignment& w = next.workers[i];
-    absl::StatusOr<launcher::WorkerSpec> spec = SpecFor(w.placement, generation_);
-    absl::StatusOr<int> id =
-        spec.ok() ? supervisor_->Start(*spec, sinks_.back().get(), static_cast<int>(i))
-                  : absl::StatusOr<int>(spec.status());
+  int index = 0;
+  for (Member& m : next) {
+    if (m.id != kNotStarted) continue;
+    const launcher::RankPlacement& p = m.assignment.placement;
+    absl::StatusOr<launcher::WorkerSpec> spec = SpecFor(p, generation_, m.worker_id);
+    absl::StatusOr<int> id = spec.ok() ? supervisor_->Start(*spec, sinks_.back().get(), index++)
+                                       : absl::StatusOr<int>(spec.status());
     if (!id.ok()) {
+      members_ = next;
       StopAll(SIGKILL);
-      return JobFailed(absl::StrCat("cannot start rank ", w.placement.rank, " on ",
-                                    w.placement.host, ": ", id.status().message()));
+      return JobFailed(
+          absl::StrCat("cannot start rank ", p.rank, " on ", p.host, ": ", id.status().message()));
     }
     if (o_.verbose) {
-      std::cout << "chorusrun: generation " << generation_ << ": rank " << w.placement.rank
-                << " on " << w.placement.host << ": " << launcher::ShellJoin(spec->argv)
-                << std::endl;
+      std::cout << "chorusrun: generation " << generation_ << ": rank " << p.rank << " on "
+                << p.host << ": " << launcher::ShellJoin(spec->argv) << std::endl;
     }
-    members_.push_back({*id, w, true});
+    m.id = *id;
   }
-  previous_hosts_ = hosts;
-  previous_size_ = static_cast<int>(members_.size());
   return std::nullopt;
+}
+
+std::optional<int> Driver::StartGeneration(const RankAssignment& next,
+                                           std::vector<launcher::HostSlots> ordered) {
+  ++generation_;
+  order_ = std::move(ordered);
+  std::vector<Member> members;
+  for (const WorkerAssignment& w : next.workers) {
+    members.push_back({kNotStarted, absl::StrCat("w", workers_started_++), w, true});
+  }
+  AnnounceGeneration(members);
+  if (std::optional<int> status = StartNewMembers(members)) return status;
+  members_ = std::move(members);
+  return std::nullopt;
+}
+
+std::optional<int> Driver::Reform(const RankAssignment& next,
+                                  std::vector<launcher::HostSlots> ordered) {
+  ++generation_;
+  order_ = std::move(ordered);
+  std::map<int, Member> alive;  // by previous rank
+  for (const Member& m : members_) {
+    if (m.alive) alive.emplace(m.assignment.placement.rank, m);
+  }
+  std::vector<Member> members;
+  for (const WorkerAssignment& w : next.workers) {
+    if (w.previous_rank && alive.count(*w.previous_rank) != 0) {
+      Member m = alive.at(*w.previous_rank);
+      alive.erase(*w.previous_rank);
+      m.assignment = w;
+      members.push_back(std::move(m));
+    } else {
+      members.push_back({kNotStarted, absl::StrCat("w", workers_started_++), w, true});
+    }
+  }
+  for (auto& [rank, m] : alive) released_.push_back({m, absl::Now() + kReleaseGrace, false});
+  AnnounceGeneration(members);
+  if (std::optional<int> status = StartNewMembers(members)) return status;
+  members_ = std::move(members);
+  return std::nullopt;
+}
+
+void Driver::RecordLoss(Member& m, const std::string& why, bool failed) {
+  m.alive = false;
+  server_->ForgetWorker(m.worker_id);
+  const launcher::RankPlacement& p = m.assignment.placement;
+  worker_lost_ = true;
+  lost_ranks_.push_back(p.rank);
+  notes_[p.host].push_back(absl::StrCat("rank ", p.rank, " ", why));
+  std::string cause = absl::StrCat("rank ", p.rank, " on ", p.host, " ", why);
+  if (failed) {
+    blacklist_.RecordFailure(p.host, absl::Now());
+    absl::StrAppend(&cause, "; ", p.host, " blacklisted");
+  }
+  reset_causes_.push_back(std::move(cause));
+}
+
+void Driver::CheckHeartbeats() {
+  for (const std::string& silent : server_->SilentWorkers(kHeartbeatSilence)) {
+    server_->ForgetWorker(silent);
+    auto it = std::find_if(members_.begin(), members_.end(),
+                           [&](const Member& m) { return m.alive && m.worker_id == silent; });
+    if (it == members_.end()) continue;
+    RecordLoss(*it,
+               absl::StrCat("silent for ", absl::FormatDuration(kHeartbeatSilence),
+                            " (no heartbeat: hung or stopped), killed"),
+               /*failed=*/true);
+    supervisor_->Stop(it->id, SIGKILL);
+  }
+  const absl::Time now = absl::Now();
+  for (Released& r : released_) {
+    if (!r.stopping && now >= r.deadline) {
+      r.stopping = true;
+      supervisor_->Stop(r.member.id, SIGTERM);
+    }
+  }
 }
 
 std::optional<int> Driver::HandleExits(const std::vector<Supervisor::Exit>& exits) {
   for (const Supervisor::Exit& e : exits) {
+    auto released = std::find_if(released_.begin(), released_.end(),
+                                 [&e](const Released& r) { return r.member.id == e.id; });
+    if (released != released_.end()) {
+      server_->ForgetWorker(released->member.worker_id);
+      released_.erase(released);
+      continue;
+    }
     auto it = std::find_if(members_.begin(), members_.end(),
                            [&e](const Member& m) { return m.id == e.id; });
     if (it == members_.end() || !it->alive) continue;
-    it->alive = false;
-    if (e.stop_signal) continue;  // stopped by the driver: a consequence, not a cause
-    const launcher::RankPlacement& p = it->assignment.placement;
-    const std::string who = absl::StrCat("rank ", p.rank, " on ", p.host);
+    if (e.stop_signal) {  // stopped by the driver: a consequence, not a cause
+      it->alive = false;
+      server_->ForgetWorker(it->worker_id);
+      continue;
+    }
     if (e.exit.ok()) {
+      it->alive = false;
       // A worker that finished ends the job (as in Horovod): the others get the grace period.
       const absl::Time deadline = absl::Now() + absl::Seconds(launcher::kGraceSeconds);
       while (AnyMemberRunning() && absl::Now() < deadline) {
@@ -414,35 +567,38 @@ std::optional<int> Driver::HandleExits(const std::vector<Supervisor::Exit>& exit
       return 0;
     }
     if (e.exit.signaled && e.exit.code == SIGTERM) {
-      notes_[p.host].push_back(absl::StrCat("rank ", p.rank, " left after SIGTERM"));
-      reset_causes_.push_back(absl::StrCat(who, " left after SIGTERM"));
+      RecordLoss(*it, "left after SIGTERM", /*failed=*/false);
       continue;
     }
-    blacklist_.RecordFailure(p.host, absl::Now());
-    notes_[p.host].push_back(absl::StrCat("rank ", p.rank, " ", DescribeExit(e.exit)));
-    reset_causes_.push_back(
-        absl::StrCat(who, " ", DescribeExit(e.exit), "; ", p.host, " blacklisted"));
+    RecordLoss(*it, DescribeExit(e.exit), /*failed=*/true);
   }
   return std::nullopt;
 }
 
 std::optional<int> Driver::StopAll(int sig) {
   for (const Member& m : members_) supervisor_->Stop(m.id, sig);
+  for (const Released& r : released_) supervisor_->Stop(r.member.id, sig);
   while (AnyMemberRunning()) {
     Supervisor::Events ev = PollOnce(absl::InfiniteFuture());
     if (!ev.signals.empty()) return Shutdown(ev.signals.front());
   }
-  for (Member& m : members_) m.alive = false;
+  for (Member& m : members_) {
+    m.alive = false;
+    server_->ForgetWorker(m.worker_id);
+  }
+  released_.clear();
   return std::nullopt;
 }
 
 int Driver::Shutdown(int sig) {
   for (const Member& m : members_) supervisor_->Stop(m.id, sig);
+  for (const Released& r : released_) supervisor_->Stop(r.member.id, sig);
   StopDiscovery();
   while (supervisor_->running() > 0) {
     Supervisor::Events ev = supervisor_->Poll(absl::InfiniteFuture());
     if (!ev.signals.empty()) {
       for (const Member& m : members_) supervisor_->Stop(m.id, SIGKILL);
+      for (const Released& r : released_) supervisor_->Stop(r.member.id, SIGKILL);
     }
   }
   DrainOutput();
@@ -473,6 +629,13 @@ std::optional<int> Driver::Reset() {
                                   " reached (--reset-limit); the next reset was due to: ", cause));
   }
   ++resets_;
+  std::vector<launcher::HostSlots> ordered;
+  absl::StatusOr<RankAssignment> next = Plan(AliveMembers(), &ordered);
+  if (next.ok() && next->min_np_met && !next->workers.empty()) {
+    return Reform(*next, std::move(ordered));
+  }
+  // Too few slots to go on: the survivors are stopped too, and the next generation starts
+  // afresh (with their rank order) once --min-np slots exist.
   survivors_ = AliveMembers();
   if (std::optional<int> status = StopAll(SIGTERM)) return status;
   members_.clear();
@@ -541,8 +704,10 @@ int Driver::Run() {
         for (const std::string& host : previous_hosts_) {
           if (listed.count(host) == 0) notes_[host].push_back("gone from discovery");
         }
-        reset_causes_.push_back(
-            absl::StrCat("hosts changed: ", DescribeDiff(DiffHosts(order_, ordered))));
+        const HostDiff diff = DiffHosts(order_, ordered);
+        hosts_added_ = !diff.added.empty();
+        hosts_removed_ = !diff.removed.empty();
+        reset_causes_.push_back(absl::StrCat("hosts changed: ", DescribeDiff(diff)));
       }
     }
     if (!reset_causes_.empty()) {
@@ -550,8 +715,13 @@ int Driver::Run() {
       waiting_since = absl::Now();
       continue;
     }
-    // Wakes for the next discovery, a worker's end, the discovery's end, or a signal.
-    Supervisor::Events ev = PollOnce(discovery_run_ ? absl::InfiniteFuture() : next_discovery_);
+    CheckHeartbeats();
+    if (!reset_causes_.empty()) continue;
+    // Wakes for the next discovery, a worker's end, the discovery's end, a signal, or the next
+    // heartbeat check.
+    absl::Time wake = absl::Now() + kHeartbeatCheckPeriod;
+    if (!discovery_run_) wake = std::min(wake, next_discovery_);
+    Supervisor::Events ev = PollOnce(wake);
     if (!ev.signals.empty()) return Shutdown(ev.signals.front());
     if (std::optional<int> status = HandleExits(ev.exits)) return *status;
   }

@@ -12,12 +12,20 @@
 // 3. Start a generation when at least --min-np (default -np) slots exist; wait for them up to
 //    --elastic-timeout (default HOROVOD_ELASTIC_TIMEOUT, else 600 s), then fail.
 // 4. On a membership change (a host added or removed, slots changed so that the ranks change, a
-//    worker that ended) a new generation starts. The worker side cannot re-form in-process yet,
-//    so a reset stops every worker of the generation (SIGTERM, then SIGKILL after 3 s) and
-//    starts the next generation's workers with their new rank variables (launcher/rank_env.h),
-//    CHORUS_RENDEZVOUS_SCOPE=world/<g>, CHORUS_ELASTIC_GENERATION=<g> and CHORUS_ELASTIC=1.
-//    Each reset is logged on stderr as one line:
+//    worker that ended or fell silent) generation g + 1 starts in place: the surviving workers
+//    keep running. chorusrun publishes the generation through the rendezvous service (Watch in
+//    proto/rendezvous.proto; elastic/generation_notice.h): every worker's id, rank and variables,
+//    and whether it was aborted (a worker is gone: the survivors' pending ops fail at once and
+//    they roll back to their last commit) or not (hosts added or removed: the survivors act on it
+//    at their next commit). Survivors adopt their new places in process
+//    (runtime/elastic/membership_watcher.h), workers for new slots are started with the same
+//    variables, and workers without a place (host gone from discovery, --max-np) are released:
+//    they exit at their next commit (stopped after 60 s otherwise), which is not an event.
+//    When the survivors alone would be fewer than --min-np, they are stopped too and the next
+//    generation starts afresh once enough slots exist. Each reset is logged on stderr as one line:
 //      chorusrun: generation 3: -hostB (rank 2 killed by SIGKILL) +hostC, size 4 -> 4, cause: ...
+//    Workers heartbeat through their Watch calls; one silent for 5 s (hung, SIGSTOPped, cut
+//    off) is killed and counts as failed.
 //
 // How workers end:
 // - exit 0: the job is done (as in Horovod); the others get the grace period, then are

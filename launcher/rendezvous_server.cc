@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -82,9 +83,11 @@ class Store {
  public:
   explicit Store(const RendezvousServerOptions& options) : options_(options) {}
 
-  absl::Status Put(const std::string& scope, const std::string& key, const std::string& value) {
+  absl::Status Put(const std::string& scope, const std::string& key, const std::string& value,
+                   int64_t generation) {
     std::lock_guard<std::mutex> lock(mu_);
     if (shutting_down_) return absl::UnavailableError(kShuttingDownMessage);
+    if (absl::Status s = CheckGeneration(generation, scope); !s.ok()) return s;
     auto scope_it = scopes_.find(scope);
     if (scope_it != scopes_.end()) {
       auto it = scope_it->second.find(key);
@@ -116,11 +119,12 @@ class Store {
   // when `deadline` passes first.
   absl::StatusOr<std::vector<std::string>> Get(const std::string& scope,
                                                const std::vector<std::string>& keys,
-                                               absl::Duration timeout, absl::Time deadline) {
+                                               absl::Duration timeout, absl::Time deadline,
+                                               int64_t generation) {
     std::unique_lock<std::mutex> lock(mu_);
     size_t present = 0;  // keys[0, present) exist; keys are never removed
     auto done = [&] {
-      if (shutting_down_) return true;
+      if (shutting_down_ || !CheckGeneration(generation, scope).ok()) return true;
       auto scope_it = scopes_.find(scope);
       if (scope_it == scopes_.end()) return false;
       while (present < keys.size() && scope_it->second.contains(keys[present])) ++present;
@@ -139,6 +143,7 @@ class Store {
       --waiting_gets_;
     }
     if (shutting_down_) return absl::UnavailableError(kShuttingDownMessage);
+    if (absl::Status s = CheckGeneration(generation, scope); !s.ok()) return s;
     if (!done()) return TimedOut(scope, keys, timeout);
     const auto& values = scopes_.find(scope)->second;
     std::vector<std::string> out;
@@ -161,6 +166,73 @@ class Store {
     std::lock_guard<std::mutex> lock(mu_);
     shutting_down_ = true;
     cv_.notify_all();
+  }
+
+  absl::Status Publish(chorus::rendezvous::Generation generation) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const int64_t current = Current();
+    if (generation.number() <= current) {
+      return absl::InvalidArgumentError(absl::StrCat("elastic generation ", generation.number(),
+                                                     " published after generation ", current,
+                                                     " (generations only grow)"));
+    }
+    generation_ = std::move(generation);
+    cv_.notify_all();
+    return absl::OkStatus();
+  }
+
+  int64_t Current() const {  // mu_ held, or called through generation()
+    return generation_ ? generation_->number() : -1;
+  }
+
+  int64_t generation() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return Current();
+  }
+
+  // Watch: records the heartbeat, then waits for a generation above `known`.
+  absl::StatusOr<std::optional<chorus::rendezvous::Generation>> Watch(const std::string& worker,
+                                                                      int64_t known,
+                                                                      absl::Time deadline) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (shutting_down_) return absl::UnavailableError(kShuttingDownMessage);
+    if (known > Current()) {
+      return absl::InvalidArgumentError(absl::StrCat("Watch from worker ", Quote(worker),
+                                                     " knows generation ", known,
+                                                     ", beyond the job's ", Current()));
+    }
+    heartbeats_[worker] = absl::Now();
+    ++waiting_watches_;
+    cv_.notify_all();  // TEST_AwaitWaitingWatches
+    auto done = [&] { return shutting_down_ || Current() > known; };
+    for (absl::Duration left = deadline - absl::Now(); !done() && left > absl::ZeroDuration();
+         left = deadline - absl::Now()) {
+      cv_.wait_for(lock, absl::ToChronoNanoseconds(std::min(left, absl::Hours(1))), done);
+    }
+    --waiting_watches_;
+    if (shutting_down_) return absl::UnavailableError(kShuttingDownMessage);
+    return generation_;
+  }
+
+  std::vector<std::string> SilentWorkers(absl::Duration silence) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    const absl::Time now = absl::Now();
+    std::vector<std::string> silent;
+    for (const auto& [worker, last] : heartbeats_) {
+      if (now - last > silence) silent.push_back(worker);
+    }
+    std::sort(silent.begin(), silent.end());
+    return silent;
+  }
+
+  void ForgetWorker(const std::string& worker) {
+    std::lock_guard<std::mutex> lock(mu_);
+    heartbeats_.erase(worker);
+  }
+
+  void AwaitWaitingWatches(int n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return waiting_watches_ >= n; });
   }
 
   void AwaitWaitingGets(int n) {
@@ -187,15 +259,35 @@ class Store {
         ") of scope ", Quote(scope), " not published within ", absl::FormatDuration(timeout)));
   }
 
+  // FailedPrecondition for a call of an older generation than the job's, InvalidArgument for a
+  // newer one (before the first publish, the job counts as generation 0). mu_ held.
+  absl::Status CheckGeneration(int64_t generation, const std::string& scope) const {
+    const int64_t current = std::max<int64_t>(Current(), 0);
+    if (generation < current) {
+      return absl::FailedPreconditionError(absl::StrCat("stale generation ", generation,
+                                                        ": the job is at generation ", current,
+                                                        " (scope ", Quote(scope), ")"));
+    }
+    if (generation > current) {
+      return absl::InvalidArgumentError(absl::StrCat("generation ", generation,
+                                                     " is beyond the job's generation ", current,
+                                                     " (scope ", Quote(scope), ")"));
+    }
+    return absl::OkStatus();
+  }
+
   const RendezvousServerOptions options_;
   // (launcher/ does not use base/mutex.h, so the members below carry no lock
   // annotations: all of them are guarded by mu_.)
-  std::mutex mu_;
-  std::condition_variable cv_;  // a Put, Shutdown() or a new waiting Get
+  mutable std::mutex mu_;
+  std::condition_variable cv_;  // a Put, a publish, Shutdown() or a new waiting Get or Watch
   absl::flat_hash_map<std::string, absl::flat_hash_map<std::string, std::string>> scopes_;
   int64_t total_bytes_ = 0;
   int waiting_gets_ = 0;
+  int waiting_watches_ = 0;
   bool shutting_down_ = false;
+  std::optional<chorus::rendezvous::Generation> generation_;  // the job's current one
+  absl::flat_hash_map<std::string, absl::Time> heartbeats_;   // worker id -> last Watch
 };
 
 }  // namespace
@@ -217,7 +309,8 @@ class RendezvousServer::Service final : public chorus::rendezvous::Rendezvous::S
           "value of key ", Quote(request->key()), " of scope ", Quote(request->scope()), " is ",
           request->value().size(), " bytes, more than the limit of ", max_value_bytes_)));
     }
-    return ToGrpc(store_.Put(request->scope(), request->key(), request->value()));
+    return ToGrpc(
+        store_.Put(request->scope(), request->key(), request->value(), request->generation()));
   }
 
   grpc::Status Get(grpc::ServerContext* context, const chorus::rendezvous::GetRequest* request,
@@ -239,9 +332,29 @@ class RendezvousServer::Service final : public chorus::rendezvous::Rendezvous::S
         std::min(absl::Now() + timeout, absl::FromChrono(context->deadline()));
     std::vector<std::string> keys(request->keys().begin(), request->keys().end());
     absl::StatusOr<std::vector<std::string>> values =
-        store_.Get(request->scope(), keys, timeout, deadline);
+        store_.Get(request->scope(), keys, timeout, deadline, request->generation());
     if (!values.ok()) return ToGrpc(values.status());
     for (std::string& value : *values) response->add_values(std::move(value));
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Watch(grpc::ServerContext* context, const chorus::rendezvous::WatchRequest* request,
+                     chorus::rendezvous::WatchResponse* response) override {
+    if (grpc::Status auth = Authenticate(*context); !auth.ok()) return auth;
+    if (absl::Status s = ValidateName("worker id", request->worker_id()); !s.ok()) {
+      return ToGrpc(s);
+    }
+    if (request->timeout_ms() < 0 || request->known_generation() < -1) {
+      return ToGrpc(absl::InvalidArgumentError(
+          absl::StrCat("rendezvous Watch: negative timeout (", request->timeout_ms(),
+                       " ms) or known generation below -1 (", request->known_generation(), ")")));
+    }
+    const absl::Time deadline = std::min(absl::Now() + absl::Milliseconds(request->timeout_ms()),
+                                         absl::FromChrono(context->deadline()));
+    absl::StatusOr<std::optional<chorus::rendezvous::Generation>> g =
+        store_.Watch(request->worker_id(), request->known_generation(), deadline);
+    if (!g.ok()) return ToGrpc(g.status());
+    if (*g) *response->mutable_generation() = **g;
     return grpc::Status::OK;
   }
 
@@ -338,6 +451,22 @@ void RendezvousServer::Shutdown() {
   });
 }
 
+absl::Status RendezvousServer::PublishGeneration(chorus::rendezvous::Generation generation) {
+  return service_->store().Publish(std::move(generation));
+}
+
+int64_t RendezvousServer::generation() const { return service_->store().generation(); }
+
+std::vector<std::string> RendezvousServer::SilentWorkers(absl::Duration silence) const {
+  return service_->store().SilentWorkers(silence);
+}
+
+void RendezvousServer::ForgetWorker(const std::string& worker_id) {
+  service_->store().ForgetWorker(worker_id);
+}
+
 void RendezvousServer::TEST_AwaitWaitingGets(int n) { service_->store().AwaitWaitingGets(n); }
+
+void RendezvousServer::TEST_AwaitWaitingWatches(int n) { service_->store().AwaitWaitingWatches(n); }
 
 }  // namespace chorus::launcher

@@ -7,8 +7,10 @@
 // AlreadyExists), and Gets wait server-side until their keys exist. A call without the job's
 // secret is answered Unauthenticated without touching the store; the secret and the values
 // travel in clear (the job's network is trusted). Every limit in RendezvousServerOptions is
-// answered without harm (InvalidArgument, ResourceExhausted). Scopes, security, limits and a
-// usage example: docs/launcher.md.
+// answered without harm (InvalidArgument, ResourceExhausted). In elastic jobs the server also
+// holds the job's current generation (PublishGeneration), answers the workers' Watch long-polls
+// with it, refuses calls of stale generations, and records each Watch as the worker's heartbeat
+// (SilentWorkers). Scopes, security, limits and a usage example: docs/launcher.md.
 //
 // Threads: gRPC's synchronous server; each waiting Get holds one of its threads until its keys
 // exist, its timeout (or its caller's deadline) passes, or Shutdown().
@@ -20,8 +22,12 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+#include "proto/rendezvous.pb.h"
 
 namespace grpc {
 class Server;
@@ -66,9 +72,24 @@ class RendezvousServer {
   // the listening port is closed. Blocks until every call in progress has returned. Idempotent.
   void Shutdown();
 
+  // Elastic jobs (Watch in proto/rendezvous.proto). Makes `generation` the job's current one
+  // and answers every waiting Watch with it; from then on Puts and Gets of older generations are
+  // refused (FailedPrecondition "stale generation"), waiting ones at once. InvalidArgument unless
+  // its number is above the current one.
+  absl::Status PublishGeneration(chorus::rendezvous::Generation generation);
+  // The current generation's number; -1 before the first publish (calls of generation 0 are
+  // then accepted).
+  int64_t generation() const;
+  // Worker ids whose last Watch arrived more than `silence` ago, sorted. A worker is tracked
+  // from its first Watch until ForgetWorker.
+  std::vector<std::string> SilentWorkers(absl::Duration silence) const;
+  void ForgetWorker(const std::string& worker_id);
+
   // Blocks until at least n Gets are waiting for missing keys (for tests: sequence a Put after
   // a Get without sleeping).
   void TEST_AwaitWaitingGets(int n);
+  // Blocks until at least n Watches are waiting for a generation.
+  void TEST_AwaitWaitingWatches(int n);
 
  private:
   class Service;

@@ -2,7 +2,9 @@
 // crosses into C.
 #include "chorus/c_api.h"
 
+#include <algorithm>
 #include <exception>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -10,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 
 #include "chorus/chorus.h"
+#include "runtime/elastic/membership_watcher.h"
 
 struct chorus_result {
   chorus::OpResult result;
@@ -19,6 +22,7 @@ struct chorus_result {
 namespace {
 
 thread_local std::string t_last_error;
+thread_local std::string t_adopted_env;
 
 int Report(const absl::Status& status) {
   if (status.ok()) return 0;
@@ -262,3 +266,47 @@ int32_t chorus_result_process_set_id(const chorus_result_t* result) {
 const char* chorus_last_error(void) { return t_last_error.c_str(); }
 
 }  // extern "C"
+
+int chorus_elastic_worker(void) {
+  return Guard([] { return chorus::runtime::MembershipWatcher::Current() != nullptr ? 1 : 0; });
+}
+
+int chorus_elastic_take_host_updates(int64_t* timestamp_us, int32_t* result) {
+  return Guard([&] {
+    *timestamp_us = 0;
+    *result = 0;
+    chorus::runtime::MembershipWatcher* watcher = chorus::runtime::MembershipWatcher::Current();
+    if (watcher == nullptr) return 0;
+    for (const auto& update : watcher->TakeHostUpdates()) {
+      *timestamp_us = std::max(*timestamp_us, update.timestamp_us);
+      *result |= (update.removed ? 1 : 0) | (update.added ? 2 : 0);
+    }
+    return 0;
+  });
+}
+
+int chorus_elastic_adopt_next(int64_t timeout_ms, int64_t* generation) {
+  return Guard([&] {
+    chorus::runtime::MembershipWatcher* watcher = chorus::runtime::MembershipWatcher::Current();
+    if (watcher == nullptr) {
+      return Report(absl::FailedPreconditionError(
+          "not an elastic worker: no chorus init ran with CHORUS_ELASTIC_WORKER_ID set"));
+    }
+    const int64_t after = watcher->adopted();
+    absl::StatusOr<std::map<std::string, std::string>> env =
+        watcher->Adopt(after, absl::Milliseconds(timeout_ms));
+    if (!env.ok()) return Report(env.status());
+    *generation = watcher->adopted();
+    return 0;
+  });
+}
+
+const char* chorus_elastic_adopted_env(void) {
+  t_adopted_env.clear();
+  chorus::runtime::MembershipWatcher* watcher = chorus::runtime::MembershipWatcher::Current();
+  if (watcher == nullptr) return "";
+  for (const auto& [name, value] : watcher->adopted_variables()) {
+    absl::StrAppend(&t_adopted_env, name, "=", value, "\n");
+  }
+  return t_adopted_env.c_str();
+}

@@ -333,6 +333,24 @@ const Variable kVariables[] = {
        return true;
      },
      [](const Config& c) { return FormatDouble(absl::ToDoubleSeconds(c.start_timeout)); }},
+    {"CHORUS_ELASTIC_WORKER_ID",
+     {nullptr, nullptr},
+     "expected a non-empty worker id",
+     "this worker's id in an elastic job (set by chorusrun; enables the membership watcher)",
+     [](absl::string_view text, Config* c) {
+       if (text.empty()) return false;
+       c->elastic_worker_id = std::string(text);
+       return true;
+     },
+     [](const Config& c) { return c.elastic_worker_id; }},
+    {"CHORUS_ELASTIC_GENERATION",
+     {nullptr, nullptr},
+     "expected a non-negative integer",
+     "the elastic generation this worker's world belongs to (set by chorusrun)",
+     [](absl::string_view text, Config* c) {
+       return ParseInt64(text, 0, kInt64Max, &c->elastic_generation);
+     },
+     [](const Config& c) { return absl::StrCat(c.elastic_generation); }},
     {"CHORUS_RANK",
      {"HOROVOD_RANK", nullptr},
      "expected a non-negative integer",

@@ -96,6 +96,13 @@ struct Config {
   std::string rendezvous_secret;
   std::string rendezvous_scope = "world/0";
   absl::Duration start_timeout = absl::Seconds(30);
+  // Elastic jobs (chorusrun with --host-discovery-script or --min-np sets them): this worker's
+  // id, with which it heartbeats chorusrun and finds its place in each new generation, and the
+  // generation its world belongs to, sent with every rendezvous call (stale ones are refused).
+  // CHORUS_ELASTIC_WORKER_ID (empty: not an elastic worker), CHORUS_ELASTIC_GENERATION
+  // (default 0). Membership changes: runtime/elastic/membership_watcher.h.
+  std::string elastic_worker_id;
+  int64_t elastic_generation = 0;
   // This worker's place in an MPI-less job (chorusrun --gloo sets them; -1 = unset):
   // CHORUS_RANK, CHORUS_SIZE, CHORUS_LOCAL_RANK, CHORUS_LOCAL_SIZE, CHORUS_CROSS_RANK,
   // CHORUS_CROSS_SIZE (HOROVOD_RANK, ... as aliases).

@@ -2,13 +2,16 @@
 
 #include <algorithm>
 #include <atomic>
+#include <memory>
 #include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 
+#include "base/interrupt.h"
 #include "base/status_macros.h"
 #include "ops/ucx/ucx_transport.h"
+#include "runtime/elastic/membership_watcher.h"
 #include "runtime/mpi/mpi_controller.h"
 #include "runtime/ucx/controller_address_exchange.h"
 #include "runtime/ucx/rendezvous_client.h"
@@ -17,8 +20,14 @@
 namespace chorus::runtime {
 namespace {
 
-ops::UcxTransportOptions TransportOptions(const Config& config) {
+// How long a worker told that its generation is stale waits for the watcher to hear of the
+// newer one (it is normally there already, or a poll period away).
+constexpr absl::Duration kAdoptWait = absl::Seconds(5);
+
+ops::UcxTransportOptions TransportOptions(const Config& config,
+                                          std::shared_ptr<const Interrupt> interrupt = nullptr) {
   ops::UcxTransportOptions options;
+  options.interrupt = std::move(interrupt);
   // A collective only starts once every rank is ready, so no wait legitimately stalls for
   // long; the stall inspector's shutdown time bounds it when set.
   if (config.stall_shutdown_time > absl::ZeroDuration()) {
@@ -50,19 +59,28 @@ absl::StatusOr<Topology> LaunchTopology(const Config& c) {
   return t;
 }
 
-absl::StatusOr<std::unique_ptr<Controller>> UcxThroughRendezvous(const Config& config) {
+// Forms the world `config` names. `watcher` (null outside elastic jobs) interrupts it when
+// chorusrun aborts its generation.
+absl::StatusOr<std::unique_ptr<Controller>> FormUcxWorld(const Config& config,
+                                                         MembershipWatcher* watcher) {
   CHORUS_ASSIGN_OR_RETURN(const Topology topology, LaunchTopology(config));
   // Every Init of this process forms a new world: shutdown and re-init (collective, so the
-  // same count on every rank) must not meet the previous world's addresses.
+  // same count on every rank) must not meet the previous world's addresses. In an elastic job
+  // each generation has a scope of its own, shared by its survivors and its new workers, whose
+  // Init counts differ.
   static std::atomic<int64_t> worlds{0};
-  const std::string scope = absl::StrCat(config.rendezvous_scope, "/init", worlds++);
-  CHORUS_ASSIGN_OR_RETURN(
-      std::unique_ptr<RendezvousClient> client,
-      RendezvousClient::Create(config.rendezvous_addr, config.rendezvous_secret));
+  const std::string scope = watcher != nullptr
+                                ? absl::StrCat(config.rendezvous_scope, "/elastic")
+                                : absl::StrCat(config.rendezvous_scope, "/init", worlds++);
+  CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<RendezvousClient> client,
+                          RendezvousClient::Create(config.rendezvous_addr, config.rendezvous_secret,
+                                                   absl::Seconds(30), config.elastic_generation));
   RendezvousAddressExchange exchange(std::move(client), scope, topology.rank, topology.size,
                                      config.start_timeout);
+  std::shared_ptr<const Interrupt> interrupt =
+      watcher != nullptr ? watcher->WorldInterrupt(config.elastic_generation) : nullptr;
   CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<ops::UcxTransport> transport,
-                          ops::UcxTransport::Create(TransportOptions(config)));
+                          ops::UcxTransport::Create(TransportOptions(config, interrupt)));
   absl::StatusOr<std::unique_ptr<UcxController>> controller =
       UcxController::Create(topology, std::move(transport), exchange);
   if (!controller.ok()) {
@@ -73,6 +91,21 @@ absl::StatusOr<std::unique_ptr<Controller>> UcxThroughRendezvous(const Config& c
                      " failed: ", controller.status().message()));
   }
   return std::unique_ptr<Controller>(*std::move(controller));
+}
+
+absl::StatusOr<std::unique_ptr<Controller>> UcxThroughRendezvous(const Config& config) {
+  CHORUS_ASSIGN_OR_RETURN(MembershipWatcher * watcher, MembershipWatcher::ForConfig(config));
+  Config c = config;
+  while (true) {
+    absl::StatusOr<std::unique_ptr<Controller>> controller = FormUcxWorld(c, watcher);
+    if (controller.ok() || watcher == nullptr) return controller;
+    // An elastic worker whose generation was replaced while it formed the world (the rendezvous
+    // refused the stale generation, or the world was interrupted) joins the newer one.
+    const bool stale = controller.status().code() == absl::StatusCode::kFailedPrecondition;
+    if (!stale && watcher->latest() <= c.elastic_generation) return controller;
+    CHORUS_RETURN_IF_ERROR(watcher->Adopt(c.elastic_generation, kAdoptWait).status());
+    CHORUS_ASSIGN_OR_RETURN(c, Config::FromEnvironment());
+  }
 }
 
 absl::StatusOr<std::unique_ptr<Controller>> UcxOverMpi(const Config& config, const void* mpi_comm) {

@@ -410,6 +410,10 @@ absl::Status UcxTransport::Wait(absl::Span<const RequestId> ids) {
     }
     idle = events == 0 ? idle + 1 : 0;
     if (++spins % 128 != 0) continue;
+    if (options_.interrupt != nullptr && options_.interrupt->raised()) {
+      result = options_.interrupt->reason();
+      break;
+    }
     if (Clock::now() - last_completion > limit) {
       std::vector<int> ranks;
       for (const Request* r : pending) ranks.push_back(r->peer);

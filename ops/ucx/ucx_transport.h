@@ -6,11 +6,11 @@
 // transport (Note [Forming a UCX world] in docs/ucx_transport.md).
 // Guarantees: TagTransport's matching and ordering; a Wait in which no request finishes for
 // `no_progress_timeout` fails with Unavailable naming the ranks it waited on, so a dead peer UCX
-// does not report cannot hang the job; errors are final (the first error from Wait cancels
-// every request, force-closes every endpoint and is returned by every later call).
-// Threading: one thread at a time, not necessarily the creating one (UCS_THREAD_MODE_SERIALIZED,
-// no locks); no progress thread: Wait polls. Tags, peer-failure handling, UCX's memory hooks
-// (TSan needs UCX_MEM_MMAP_HOOK_MODE=none): docs/ucx_transport.md.
+// does not report cannot hang the job; a raised `interrupt` fails it with its reason; errors are
+// final (the first error from Wait cancels every request, force-closes every endpoint and is
+// returned by every later call). Threading: one thread at a time, not necessarily the creating one
+// (UCS_THREAD_MODE_SERIALIZED, no locks); no progress thread: Wait polls. Tags, peer-failure
+// handling, UCX's memory hooks (TSan needs UCX_MEM_MMAP_HOOK_MODE=none): docs/ucx_transport.md.
 #ifndef CHORUS_OPS_UCX_UCX_TRANSPORT_H_
 #define CHORUS_OPS_UCX_UCX_TRANSPORT_H_
 
@@ -25,6 +25,7 @@
 #include "absl/time/time.h"
 #include <ucp/api/ucp.h>
 
+#include "base/interrupt.h"
 #include "ops/ucx/tag_transport.h"
 
 namespace chorus::ops {
@@ -47,6 +48,10 @@ struct UcxTransportOptions {
   // reads its own UCX_* environment variables; these override them.) A bad value is an error;
   // UCX only warns about an unknown name.
   std::vector<std::pair<std::string, std::string>> ucx_config;
+  // When set and raised (by any thread), a Wait in progress fails within about a millisecond
+  // with the interrupt's reason, and so does every later one (errors are final). An elastic
+  // job's worker raises it when chorusrun aborts the generation this world belongs to.
+  std::shared_ptr<const Interrupt> interrupt;
 };
 
 class UcxTransport : public TagTransport {

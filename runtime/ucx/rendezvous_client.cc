@@ -76,7 +76,8 @@ struct RendezvousClient::Connection {
 };
 
 absl::StatusOr<std::unique_ptr<RendezvousClient>> RendezvousClient::Create(
-    const std::string& address, const std::string& secret, absl::Duration call_timeout) {
+    const std::string& address, const std::string& secret, absl::Duration call_timeout,
+    int64_t generation) {
   if (address.empty()) return absl::InvalidArgumentError("rendezvous client: empty address");
   if (secret.empty()) return absl::InvalidArgumentError("rendezvous client: empty secret");
   if (call_timeout <= absl::ZeroDuration()) {
@@ -94,15 +95,16 @@ absl::StatusOr<std::unique_ptr<RendezvousClient>> RendezvousClient::Create(
       grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
   connection->stub = chorus::rendezvous::Rendezvous::NewStub(connection->channel);
   return std::unique_ptr<RendezvousClient>(
-      new RendezvousClient(address, secret, call_timeout, std::move(connection)));
+      new RendezvousClient(address, secret, call_timeout, generation, std::move(connection)));
 }
 
 RendezvousClient::RendezvousClient(std::string address, std::string secret,
-                                   absl::Duration call_timeout,
+                                   absl::Duration call_timeout, int64_t generation,
                                    std::unique_ptr<Connection> connection)
     : address_(std::move(address)),
       secret_(std::move(secret)),
       call_timeout_(call_timeout),
+      generation_(generation),
       connection_(std::move(connection)) {}
 
 RendezvousClient::~RendezvousClient() = default;
@@ -113,6 +115,7 @@ absl::Status RendezvousClient::Put(const std::string& scope, const std::string& 
   request.set_scope(scope);
   request.set_key(key);
   request.set_value(value);
+  request.set_generation(generation_);
   chorus::rendezvous::PutResponse response;
   const absl::Time deadline = absl::Now() + call_timeout_;
   std::unique_ptr<grpc::ClientContext> context = connection_->NewContext(secret_, deadline);
@@ -133,6 +136,7 @@ absl::StatusOr<std::vector<std::string>> RendezvousClient::GetMany(
   chorus::rendezvous::GetRequest request;
   request.set_scope(scope);
   for (const std::string& key : keys) request.add_keys(key);
+  request.set_generation(generation_);
   // Rounded up: a wait of 0.5 ms must not become no wait at all.
   request.set_timeout_ms(absl::ToInt64Milliseconds(absl::Ceil(timeout, absl::Milliseconds(1))));
   chorus::rendezvous::GetResponse response;
@@ -153,6 +157,23 @@ absl::StatusOr<std::vector<std::string>> RendezvousClient::GetMany(
   values.reserve(keys.size());
   for (std::string& value : *response.mutable_values()) values.push_back(std::move(value));
   return values;
+}
+
+absl::StatusOr<std::optional<chorus::rendezvous::Generation>> RendezvousClient::Watch(
+    const std::string& worker_id, int64_t known_generation, absl::Duration timeout) {
+  chorus::rendezvous::WatchRequest request;
+  request.set_worker_id(worker_id);
+  request.set_known_generation(known_generation);
+  request.set_timeout_ms(absl::ToInt64Milliseconds(absl::Ceil(timeout, absl::Milliseconds(1))));
+  chorus::rendezvous::WatchResponse response;
+  const absl::Time deadline = absl::Now() + std::max(timeout, absl::ZeroDuration()) + call_timeout_;
+  std::unique_ptr<grpc::ClientContext> context = connection_->NewContext(secret_, deadline);
+  const grpc::Status status = connection_->stub->Watch(context.get(), request, &response);
+  CHORUS_RETURN_IF_ERROR(connection_->Map(
+      status, address_, deadline,
+      absl::StrCat("watch of worker ", Quote(worker_id), " after generation ", known_generation)));
+  if (!response.has_generation()) return std::optional<chorus::rendezvous::Generation>();
+  return std::optional<chorus::rendezvous::Generation>(std::move(*response.mutable_generation()));
 }
 
 absl::StatusOr<std::vector<std::string>> RendezvousClient::AllGather(const std::string& scope,

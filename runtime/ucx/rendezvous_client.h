@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 
+#include "proto/rendezvous.pb.h"
 #include "runtime/ucx/address_exchange.h"
 
 namespace chorus::runtime {
@@ -33,17 +35,19 @@ class RendezvousClient {
  public:
   // `address` is "host:port" (IPv6: "[::1]:port"); `secret` the job's (non-empty).
   // `call_timeout` bounds each call beyond the wait a Get asks for: connecting, sending,
-  // answering. Does not connect yet (the first call does). InvalidArgument for empty arguments
-  // or a non-positive call_timeout.
+  // answering. `generation` (an elastic job's; 0 otherwise) goes with every Put and Get: the
+  // server refuses a stale one with FailedPrecondition. Does not connect yet (the first call
+  // does). InvalidArgument for empty arguments or a non-positive call_timeout.
   static absl::StatusOr<std::unique_ptr<RendezvousClient>> Create(
       const std::string& address, const std::string& secret,
-      absl::Duration call_timeout = absl::Seconds(30));
+      absl::Duration call_timeout = absl::Seconds(30), int64_t generation = 0);
 
   ~RendezvousClient();
   RendezvousClient(const RendezvousClient&) = delete;
   RendezvousClient& operator=(const RendezvousClient&) = delete;
 
   const std::string& address() const { return address_; }
+  int64_t generation() const { return generation_; }
 
   // Stores `value` under (scope, key); the same value again is OK, another one AlreadyExists.
   absl::Status Put(const std::string& scope, const std::string& key, const std::string& value);
@@ -59,6 +63,13 @@ class RendezvousClient {
                                                    absl::Span<const std::string> keys,
                                                    absl::Duration timeout);
 
+  // Elastic jobs: the job's current generation once it is above `known_generation` (-1: none
+  // known), else after `timeout` the current one (nullopt while none was published). Each call is
+  // a heartbeat of `worker_id`.
+  absl::StatusOr<std::optional<chorus::rendezvous::Generation>> Watch(const std::string& worker_id,
+                                                                      int64_t known_generation,
+                                                                      absl::Duration timeout);
+
   // Publishes `mine` under key str(rank) of `scope`, then returns the values of keys
   // "0" .. str(size - 1) in rank order, all within `timeout`. InvalidArgument unless
   // 0 <= rank < size.
@@ -69,11 +80,12 @@ class RendezvousClient {
  private:
   struct Connection;  // the gRPC channel and stub
   RendezvousClient(std::string address, std::string secret, absl::Duration call_timeout,
-                   std::unique_ptr<Connection> connection);
+                   int64_t generation, std::unique_ptr<Connection> connection);
 
   const std::string address_;
   const std::string secret_;
   const absl::Duration call_timeout_;
+  const int64_t generation_;
   const std::unique_ptr<Connection> connection_;
 };
 

@@ -1,7 +1,11 @@
 #!/usr/bin/python3
 """End-to-end tests of chorusrun's elastic driver (elastic/driver.h) with real processes.
 
-Workers are elastic_worker.py (it records its rank variables and follows a schedule); hosts are
+Workers are elastic_worker.py: chorus's elastic loop around a counter; it records its place,
+pid and resumed state each time its world is formed and follows a schedule. Survivors of a
+reset keep their process (same pid), and every rank of a generation resumes from the same
+committed state: a rollback lands on a commit (step a multiple of COMMIT_EVERY, and `total`
+equals what the steps added at their world sizes). Hosts are
 `localhost` and `127.0.0.1`, both this machine; the discovery script cats a hosts file that the
 tests rewrite. Every case is bounded by its own timeout and fails with a message naming what it
 waited for; nothing asserts on wall-clock durations.
@@ -146,6 +150,21 @@ def ranks(gen):
     return [(e['rank'], e['size'], e['host']) for e in gen]
 
 
+COMMIT_EVERY = 5  # elastic_worker.py's
+
+
+def assert_synced_on_a_commit(gen):
+    """Every rank of the generation resumed from the same committed state."""
+    states = {(e['step'], e['total'], e['commits']) for e in gen}
+    assert len(states) == 1, gen
+    step, _, commits = states.pop()
+    assert step == commits * COMMIT_EVERY, gen
+
+
+def pids(gen):
+    return [e['pid'] for e in gen]
+
+
 @case
 def test_grow_then_shrink(c, jobs):
     job = start(jobs, c, 'grow', 'localhost:2\n', {'g2r0': 'exit:0'}, ['-np', '2'])
@@ -158,9 +177,17 @@ def test_grow_then_shrink(c, jobs):
                          (3, 4, '127.0.0.1')], ranks(g1)
     assert [e['local_rank'] for e in g1] == [0, 1, 0, 1], g1
     assert all(e['scope'] == 'world/1' and e['horovod_rank'] == e['rank'] for e in g1), g1
+    # The two first workers went on in process; the two new ones took their state.
+    assert pids(g1)[:2] == pids(g0) and [e['resets'] for e in g1] == [1, 1, 0, 0], (g0, g1)
+    assert_synced_on_a_commit(g1)
+    assert g1[0]['total'] == 2 * g1[0]['step'], g1  # every step so far ran on 2 ranks
     job.write_hosts('localhost:2\n')
     g2 = job.wait_generation(2, 2)
     assert ranks(g2) == [(0, 2, 'localhost'), (1, 2, 'localhost')], ranks(g2)
+    assert pids(g2) == pids(g0) and [e['resets'] for e in g2] == [2, 2], (g0, g2)
+    assert_synced_on_a_commit(g2)
+    # Hosts added and removed are acted on at a commit: no step is lost or repeated.
+    assert g2[0]['step'] >= g1[0]['step'], (g1, g2)
     status = job.finish()  # rank 0 of generation 2 exits 0: the job is done
     assert status == 0, f'status {status}'
     err = job.stderr()
@@ -176,8 +203,13 @@ def test_failure_blacklists_host(c, jobs):
     job = start(jobs, c, 'fail', 'localhost:1\n127.0.0.1:1\n', {'g0r1': 'exit:3', 'g1r0': 'exit:0'},
                 ['-np', '1'])
     # New hosts are ordered by name: 127.0.0.1 is rank 0, localhost rank 1.
+    g0 = job.wait_generation(0, 2)
     g1 = job.wait_generation(1, 1)
     assert ranks(g1) == [(0, 1, '127.0.0.1')], ranks(g1)
+    # The survivor rolled back to its last commit in process.
+    assert pids(g1) == pids(g0)[:1] and g1[0]['resets'] == 1, (g0, g1)
+    assert_synced_on_a_commit(g1)
+    assert g1[0]['total'] == 2 * g1[0]['step'], g1
     assert job.finish() == 0
     err = job.stderr()
     assert ('chorusrun: generation 1: -localhost (rank 1 exited with code 3), size 2 -> 1, '
@@ -235,8 +267,11 @@ def test_reset_limit_2_allows_two_resets(c, jobs):
 @case
 def test_sigterm_is_not_blacklisted(c, jobs):
     job = start(jobs, c, 'spot', 'localhost:1\n127.0.0.1:1\n', {'g0r1': 'term'}, ['-np', '2'])
+    g0 = job.wait_generation(0, 2)
     g1 = job.wait_generation(1, 2)
     assert ranks(g1) == [(0, 2, '127.0.0.1'), (1, 2, 'localhost')], ranks(g1)
+    assert pids(g1)[0] == pids(g0)[0] and pids(g1)[1] != pids(g0)[1], (g0, g1)
+    assert_synced_on_a_commit(g1)
     job.release()
     assert job.finish() == 0
     err = job.stderr()
@@ -343,13 +378,66 @@ def test_max_np_caps_the_world(c, jobs):
     assert not job.generation(1) and len(g0) == 3, job.events()
 
 
+@case
+def test_silent_worker_is_killed(c, jobs):
+    # Rank 1 stops itself (SIGSTOP): only the missing heartbeats tell; after 5 s of silence it
+    # is killed, its host blacklisted, and rank 0 goes on alone from its last commit.
+    job = start(jobs, c, 'sigstop', 'localhost:1\n127.0.0.1:1\n', {'g0r1': 'stop', 'g1r0': 'exit:0'},
+                ['-np', '1'])
+    g0 = job.wait_generation(0, 2)
+    g1 = job.wait_generation(1, 1)
+    assert ranks(g1) == [(0, 1, '127.0.0.1')] and pids(g1) == pids(g0)[:1], (g0, g1)
+    assert_synced_on_a_commit(g1)
+    assert job.finish() == 0
+    err = job.stderr()
+    assert ('chorusrun: generation 1: -localhost (rank 1 silent for 5s (no heartbeat: hung or '
+            'stopped), killed), size 2 -> 1') in err, err
+    assert 'localhost blacklisted' in err, err
+
+
+@case
+def test_rank_0_killed(c, jobs):
+    # 127.0.0.1 sorts first: rank 0 is there. It fails; the lowest survivor becomes rank 0.
+    job = start(jobs, c, 'rank0', '127.0.0.1:1\nlocalhost:2\n', {'g0r0': 'exit:5', 'g1r0': 'exit:0'},
+                ['-np', '3', '--min-np', '2'])
+    g0 = job.wait_generation(0, 3)
+    g1 = job.wait_generation(1, 2)
+    assert ranks(g1) == [(0, 2, 'localhost'), (1, 2, 'localhost')], ranks(g1)
+    assert pids(g1) == pids(g0)[1:], (g0, g1)
+    assert_synced_on_a_commit(g1)
+    assert g1[0]['total'] == 3 * g1[0]['step'], g1
+    assert job.finish() == 0
+
+
+@case
+def test_worker_lost_during_reset(c, jobs):
+    # Rank 2 fails; while the others re-form, rank 1 leaves (SIGTERM): rank 0 gives up the
+    # half-formed generation 1 and joins generation 2 with a new worker in rank 1's slot.
+    job = start(jobs, c, 'inreset', '127.0.0.1:2\nlocalhost:1\n',
+                {'g0r2': 'exit:3', 'g0r1': 'term_in_reset', 'g2r0': 'exit:0'},
+                ['-np', '3', '--min-np', '1'])
+    g0 = job.wait_generation(0, 3)
+    g2 = job.wait_generation(2, 2)
+    assert ranks(g2) == [(0, 2, '127.0.0.1'), (1, 2, '127.0.0.1')], ranks(g2)
+    assert pids(g2)[0] == pids(g0)[0] and pids(g2)[1] not in pids(g0), (g0, g2)
+    assert_synced_on_a_commit(g2)
+    assert job.finish() == 0
+    err = job.stderr()
+    # Rank 2's exit and rank 1's SIGTERM may reach chorusrun in either order (rank 2's exit
+    # also shuts chorus down on the others, which starts their reset): two resets either way.
+    assert 'rank 1 on 127.0.0.1 left after SIGTERM' in err, err
+    assert 'rank 2 on localhost exited with code 3; localhost blacklisted' in err or \
+        'rank 1 on localhost exited with code 3; localhost blacklisted' in err, err
+
+
 CASES = [test_grow_then_shrink, test_failure_blacklists_host, test_every_host_blacklisted,
          test_min_np_not_reachable, test_reset_limit_1_ends_the_job,
          test_reset_limit_2_allows_two_resets, test_sigterm_is_not_blacklisted,
          test_discovery_garbage_keeps_last_good_set, test_first_discovery_failure_is_fatal,
          test_mpi_with_elastic_flags_is_exit_2, test_blacklisted_host_readmitted_after_cooldown,
          test_fixed_hosts_with_min_np, test_sigint_is_forwarded,
-         test_hanging_discovery_does_not_block_the_loop, test_max_np_caps_the_world]
+         test_hanging_discovery_does_not_block_the_loop, test_max_np_caps_the_world,
+         test_silent_worker_is_killed, test_rank_0_killed, test_worker_lost_during_reset]
 
 
 def main():

@@ -1,50 +1,112 @@
 #!/usr/bin/python3
-"""A stand-in worker for driver_e2e.py: no training, only the elastic contract.
+"""A small elastic worker for driver_e2e.py: chorus's elastic loop (chorus.elastic.run_fn with
+an ObjectState) around a counter instead of a model.
 
-It appends one JSON line (rank, size, local rank, host, generation, scope, elastic flag) to
-$ELASTIC_TEST_DIR/events and prints it on stdout, then acts on the schedule file
-$ELASTIC_TEST_DIR/schedule.json: {"g<gen>r<rank>": ACTION, "*": ACTION}, where ACTION is
-  "exit:N"   exit with code N after 0.2 s
-  "term"     send itself SIGTERM after 0.2 s (a spot notice from outside)
-  "wait"     (the default) exit 0 once $ELASTIC_TEST_DIR/release exists
+Each step allreduces a one (so the sum is the world size) into `total` and counts `step`; every
+COMMIT_EVERY steps it commits. Whenever the world is formed (the first time and after every
+reset) it appends one JSON line to $ELASTIC_TEST_DIR/events and prints it on stdout: rank, size,
+local rank, host, generation, scope, the elastic flag, its pid (survivors of a reset keep theirs),
+the resets this process went through, and the state it resumes from (step, total, commits).
+
+Then it acts on the schedule file $ELASTIC_TEST_DIR/schedule.json:
+{"g<gen>r<rank>": ACTION, "*": ACTION}, where ACTION is, 0.2 s after the world was formed,
+  "exit:N"   exit with code N
+  "term"     send itself SIGTERM (a spot notice from outside)
+  "stop"     send itself SIGSTOP (a hung worker: only its heartbeat tells)
+  "wait"     (the default) train until $ELASTIC_TEST_DIR/release exists, then exit 0
+and in its next reset, after chorus shut down and before it joins the new world,
+  "term_in_reset"  send itself SIGTERM (a worker lost while the others re-form)
 Every worker gives up after 30 s (exit 9), so none outlives a broken test for long.
 """
 import json
 import os
+import pickle
 import signal
 import sys
 import time
 
+import numpy as np
+
+import chorus.numpy as hvd
+from chorus.elastic import ObjectState, run_fn
+from chorus.elastic.reset import reset
+
+COMMIT_EVERY = 5
 d = os.environ['ELASTIC_TEST_DIR']
-record = {
-    'rank': int(os.environ['CHORUS_RANK']),
-    'size': int(os.environ['CHORUS_SIZE']),
-    'local_rank': int(os.environ['CHORUS_LOCAL_RANK']),
-    'host': os.environ['CHORUS_HOSTNAME'],
-    'gen': int(os.environ['CHORUS_ELASTIC_GENERATION']),
-    'scope': os.environ['CHORUS_RENDEZVOUS_SCOPE'],
-    'elastic': os.environ.get('CHORUS_ELASTIC'),
-    'horovod_rank': int(os.environ['HOROVOD_RANK']),
-}
-line = json.dumps(record, sort_keys=True)
-print(line, flush=True)
-fd = os.open(os.path.join(d, 'events'), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-os.write(fd, (line + '\n').encode())
-os.close(fd)
+give_up = time.monotonic() + 30
+resets = 0
+
+
+# Every op is named: unnamed ops get names from a per-process counter, which differs between
+# the survivors of a reset and the workers that join them.
+def bcast_object(obj):
+    data = np.frombuffer(pickle.dumps(obj), dtype=np.uint8) if hvd.rank() == 0 else None
+    n = hvd.broadcast(np.array([0 if data is None else data.size], dtype=np.int64), 0,
+                      name='state.size')
+    if data is None:
+        data = np.zeros(int(n[0]), dtype=np.uint8)
+    return pickle.loads(hvd.broadcast(data, 0, name='state.bytes').tobytes())
+
+
+def record(state):
+    e = os.environ
+    event = {
+        'rank': hvd.rank(), 'size': hvd.size(), 'local_rank': hvd.local_rank(),
+        'host': e['CHORUS_HOSTNAME'], 'gen': int(e['CHORUS_ELASTIC_GENERATION']),
+        'scope': e['CHORUS_RENDEZVOUS_SCOPE'], 'elastic': e.get('CHORUS_ELASTIC'),
+        'horovod_rank': int(e['HOROVOD_RANK']), 'pid': os.getpid(), 'resets': resets,
+        'step': state.step, 'total': state.total, 'commits': state.commits,
+    }
+    line = json.dumps(event, sort_keys=True)
+    print(line, flush=True)
+    fd = os.open(os.path.join(d, 'events'), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    os.write(fd, (line + '\n').encode())
+    os.close(fd)
+    return event
+
+
+def counting_reset():
+    global resets
+    resets += 1
+    if in_reset_action == 'term_in_reset':
+        hvd.shutdown()
+        os.kill(os.getpid(), signal.SIGTERM)
+    reset()
+
 
 with open(os.path.join(d, 'schedule.json')) as f:
     schedule = json.load(f)
-action = schedule.get(f"g{record['gen']}r{record['rank']}", schedule.get('*', 'wait'))
-if action.startswith('exit:'):
-    time.sleep(0.2)
-    sys.exit(int(action[5:]))
-if action == 'term':
-    time.sleep(0.2)
-    os.kill(os.getpid(), signal.SIGTERM)
-    time.sleep(30)
-deadline = time.monotonic() + 30
-while time.monotonic() < deadline:
-    if os.path.exists(os.path.join(d, 'release')):
-        sys.exit(0)
-    time.sleep(0.05)
-sys.exit(9)
+
+
+in_reset_action = None
+
+
+def train_steps(state):
+    global in_reset_action
+    event = record(state)
+    action = schedule.get(f"g{event['gen']}r{event['rank']}", schedule.get('*', 'wait'))
+    if action.endswith('_in_reset'):
+        in_reset_action, action = action, 'wait'
+
+    act_at = time.monotonic() + 0.2
+    while True:
+        if time.monotonic() > give_up:
+            sys.exit(9)
+        if action != 'wait' and time.monotonic() >= act_at:
+            if action.startswith('exit:'):
+                sys.exit(int(action[5:]))
+            os.kill(os.getpid(), signal.SIGTERM if action == 'term' else signal.SIGSTOP)
+            action = 'wait'
+        if os.path.exists(os.path.join(d, 'release')):
+            return
+        state.total += int(hvd.allreduce(np.ones(1, dtype=np.int64), op=hvd.Sum, name='step')[0])
+        state.step += 1
+        if state.step % COMMIT_EVERY == 0:
+            state.commits += 1
+            state.commit()
+        time.sleep(0.01)
+
+
+train = run_fn(train_steps, counting_reset)
+hvd.init()
+train(ObjectState(bcast_object, hvd.rank, step=0, total=0, commits=0))

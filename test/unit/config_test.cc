@@ -233,6 +233,8 @@ TEST_CASE("Describe lists the defaults in a stable order", "[config]") {
       "CHORUS_RENDEZVOUS_SECRET=",
       "CHORUS_RENDEZVOUS_SCOPE=world/0",
       "CHORUS_START_TIMEOUT_SECONDS=30",
+      "CHORUS_ELASTIC_WORKER_ID=",
+      "CHORUS_ELASTIC_GENERATION=0",
       "CHORUS_RANK=",
       "CHORUS_SIZE=",
       "CHORUS_LOCAL_RANK=",

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -425,6 +426,146 @@ TEST_CASE("rendezvous: values up to the limit round-trip", "[rendezvous]") {
   CHECK(got->size() == size);
   CHECK(*got == value);
   CHECK(absl::IsResourceExhausted(client->Put("world/0", "bigger", Pattern((16 << 20) + 1, 7))));
+}
+
+// Elastic jobs: generations, Watch, heartbeats.
+
+chorus::rendezvous::Generation MakeGeneration(int64_t number, bool aborted) {
+  chorus::rendezvous::Generation g;
+  g.set_number(number);
+  g.set_aborted(aborted);
+  g.set_cause(absl::StrCat("cause of ", number));
+  g.add_lost_ranks(2);
+  chorus::rendezvous::WorkerPlace* place = g.add_places();
+  place->set_worker_id("w7");
+  place->set_rank(1);
+  (*place->mutable_env())["CHORUS_RANK"] = "1";
+  return g;
+}
+
+std::unique_ptr<RendezvousClient> ClientAt(const Fixture& f, int64_t generation) {
+  absl::StatusOr<std::unique_ptr<RendezvousClient>> client =
+      RendezvousClient::Create(f.address, f.secret, absl::Seconds(30), generation);
+  REQUIRE(client.ok());
+  return std::move(*client);
+}
+
+TEST_CASE("rendezvous: Watch before any generation times out with none", "[rendezvous][elastic]") {
+  Fixture f;
+  CHECK(f.server->generation() == -1);
+  auto w = f.Client()->Watch("w0", -1, absl::Milliseconds(1));
+  REQUIRE(w.ok());
+  CHECK_FALSE(w->has_value());
+}
+
+TEST_CASE("rendezvous: a waiting Watch is answered by a publish, intact", "[rendezvous][elastic]") {
+  Fixture f;
+  REQUIRE(f.server->PublishGeneration(MakeGeneration(0, false)).ok());
+  auto client = f.Client();
+  absl::StatusOr<std::optional<chorus::rendezvous::Generation>> answer;
+  std::thread watcher([&] { answer = client->Watch("w7", 0, kLongWait); });
+  f.server->TEST_AwaitWaitingWatches(1);
+  REQUIRE(f.server->PublishGeneration(MakeGeneration(1, true)).ok());
+  watcher.join();
+  REQUIRE(answer.ok());
+  REQUIRE(answer->has_value());
+  const chorus::rendezvous::Generation& g = **answer;
+  CHECK(g.number() == 1);
+  CHECK(g.aborted());
+  CHECK(g.cause() == "cause of 1");
+  REQUIRE(g.lost_ranks_size() == 1);
+  CHECK(g.lost_ranks(0) == 2);
+  REQUIRE(g.places_size() == 1);
+  CHECK(g.places(0).worker_id() == "w7");
+  CHECK(g.places(0).env().at("CHORUS_RANK") == "1");
+}
+
+TEST_CASE("rendezvous: Watch answers at once when behind, waits when current",
+          "[rendezvous][elastic]") {
+  Fixture f;
+  REQUIRE(f.server->PublishGeneration(MakeGeneration(0, false)).ok());
+  REQUIRE(f.server->PublishGeneration(MakeGeneration(3, false)).ok());
+  auto client = f.Client();
+  auto behind = client->Watch("w0", 0, kLongWait);  // answered at once, not after kLongWait
+  REQUIRE(behind.ok());
+  REQUIRE(behind->has_value());
+  CHECK((*behind)->number() == 3);
+  auto current = client->Watch("w0", 3, absl::Milliseconds(1));
+  REQUIRE(current.ok());
+  REQUIRE(current->has_value());
+  CHECK((*current)->number() == 3);
+}
+
+TEST_CASE("rendezvous: generations only grow", "[rendezvous][elastic]") {
+  Fixture f;
+  REQUIRE(f.server->PublishGeneration(MakeGeneration(2, false)).ok());
+  const absl::Status same = f.server->PublishGeneration(MakeGeneration(2, false));
+  CHECK(absl::IsInvalidArgument(same));
+  CHECK_THAT(std::string(same.message()), Catch::Contains("generations only grow"));
+  CHECK(absl::IsInvalidArgument(f.server->PublishGeneration(MakeGeneration(1, false))));
+  CHECK(f.server->generation() == 2);
+}
+
+TEST_CASE("rendezvous: calls of a stale generation are refused naming both",
+          "[rendezvous][elastic]") {
+  Fixture f;
+  REQUIRE(ClientAt(f, 0)->Put("world/0", "0", "before").ok());  // generation 0 before a publish
+  REQUIRE(f.server->PublishGeneration(MakeGeneration(0, false)).ok());
+  REQUIRE(f.server->PublishGeneration(MakeGeneration(1, true)).ok());
+  auto stale = ClientAt(f, 0);
+  const absl::Status put = stale->Put("world/0", "1", "late");
+  CHECK(absl::IsFailedPrecondition(put));
+  CHECK_THAT(std::string(put.message()),
+             Catch::Contains("stale generation 0: the job is at generation 1"));
+  CHECK(absl::IsFailedPrecondition(stale->Get("world/0", "0", absl::ZeroDuration()).status()));
+  const absl::Status too_new = ClientAt(f, 2)->Put("world/2", "0", "early");
+  CHECK(absl::IsInvalidArgument(too_new));
+  CHECK_THAT(std::string(too_new.message()), Catch::Contains("beyond the job's generation 1"));
+  CHECK(ClientAt(f, 1)->Put("world/1", "0", "now").ok());
+  // The refused calls changed nothing.
+  CHECK(
+      absl::IsDeadlineExceeded(ClientAt(f, 1)->Get("world/0", "1", absl::ZeroDuration()).status()));
+}
+
+TEST_CASE("rendezvous: a Get waiting in a generation that is replaced is refused at once",
+          "[rendezvous][elastic]") {
+  Fixture f;
+  REQUIRE(f.server->PublishGeneration(MakeGeneration(0, false)).ok());
+  auto client = ClientAt(f, 0);
+  absl::StatusOr<std::string> got;
+  std::thread getter([&] { got = client->Get("world/0", "never", kLongWait); });
+  f.server->TEST_AwaitWaitingGets(1);
+  REQUIRE(f.server->PublishGeneration(MakeGeneration(1, true)).ok());
+  getter.join();
+  CHECK(absl::IsFailedPrecondition(got.status()));
+  CHECK_THAT(std::string(got.status().message()), Catch::Contains("stale generation 0"));
+}
+
+TEST_CASE("rendezvous: Watch checks its secret and arguments", "[rendezvous][elastic]") {
+  Fixture f;
+  REQUIRE(f.server->PublishGeneration(MakeGeneration(0, false)).ok());
+  CHECK(absl::IsUnauthenticated(f.Client(Secret())->Watch("w0", -1, kLongWait).status()));
+  auto client = f.Client();
+  CHECK(absl::IsInvalidArgument(client->Watch("", -1, kLongWait).status()));
+  CHECK(absl::IsInvalidArgument(client->Watch("w0", -2, kLongWait).status()));
+  CHECK(absl::IsInvalidArgument(client->Watch("w0", 1, kLongWait).status()));  // beyond 0
+  // None of them was a heartbeat.
+  CHECK(f.server->SilentWorkers(absl::ZeroDuration()).empty());
+}
+
+TEST_CASE("rendezvous: a worker is silent once its last Watch is older than the silence",
+          "[rendezvous][elastic]") {
+  Fixture f;
+  auto client = f.Client();
+  REQUIRE(client->Watch("w1", -1, absl::ZeroDuration()).ok());
+  REQUIRE(client->Watch("w0", -1, absl::ZeroDuration()).ok());
+  CHECK(f.server->SilentWorkers(absl::Hours(1)).empty());
+  absl::SleepFor(absl::Milliseconds(2));
+  CHECK(f.server->SilentWorkers(absl::Milliseconds(1)) == std::vector<std::string>{"w0", "w1"});
+  f.server->ForgetWorker("w1");
+  CHECK(f.server->SilentWorkers(absl::Milliseconds(1)) == std::vector<std::string>{"w0"});
+  REQUIRE(client->Watch("w1", -1, absl::ZeroDuration()).ok());  // tracked again
+  CHECK(f.server->SilentWorkers(absl::Hours(1)).empty());
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 // reports a Status; the main thread CHECKs them (Catch2 is not thread-safe).
 #include "ops/ucx/ucx_transport.h"
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <cstring>
@@ -17,6 +18,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "base/interrupt.h"
 #include "base/status_macros.h"
 #include "ops/cpu/reduce_kernels.h"
 #include "ops/ucx/algorithms/common.h"
@@ -358,6 +360,37 @@ std::vector<absl::Status> RunPair(const UcxTransportOptions& options,
   }
   for (std::thread& t : threads) t.join();
   return status;
+}
+
+TEST_CASE("UCX transport: a raised interrupt fails the Wait in progress and every later call",
+          "[ucx][transport]") {
+  auto interrupt = std::make_shared<Interrupt>();
+  UcxTransportOptions options;
+  options.interrupt = interrupt;
+  // Far beyond the test: only the interrupt can end rank 0's wait.
+  options.no_progress_timeout = absl::Hours(1);
+  absl::Status waited, later;
+  std::atomic<bool> rank0_waiting{false};
+  const std::vector<absl::Status> status =
+      RunPair(options, [&](int r, UcxTransport& t) -> absl::Status {
+        if (r == 1) {
+          // Raised from another thread while rank 0 waits for a message rank 1 never sends.
+          while (!rank0_waiting.load()) std::this_thread::yield();
+          interrupt->Raise(absl::AbortedError("generation 3 aborted"));
+          return absl::OkStatus();
+        }
+        int32_t value = 0;
+        CHORUS_ASSIGN_OR_RETURN(auto id, t.Irecv(1, 7, &value, sizeof(value)));
+        rank0_waiting.store(true);
+        waited = t.Wait({id});
+        later = t.Isend(1, 8, &value, sizeof(value)).status();
+        return absl::OkStatus();
+      });
+  CHECK(status[0].ok());
+  CHECK(status[1].ok());
+  CHECK(waited.code() == absl::StatusCode::kAborted);
+  CHECK(waited.message() == "generation 3 aborted");
+  CHECK(later.code() == absl::StatusCode::kAborted);
 }
 
 TEST_CASE("UCX transport: same-tag order, self messages, size checks, bad calls",

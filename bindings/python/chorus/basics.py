@@ -5,6 +5,7 @@ collective (every rank calls them).
 """
 
 import atexit
+import os
 import warnings
 
 from chorus import _C
@@ -73,6 +74,10 @@ def init(comm=None, process_sets=None):
                 for ps in process_sets]
     _C.init([list(ps.ranks) for ps in sets], comm_address)
     del comm_object  # chorus runs on its own duplicates of the communicator
+    if _C.elastic_worker():
+        # The generation init joined may be newer than the environment said (it was replaced
+        # while the world formed): os.environ shows this worker's variables for it.
+        os.environ.update(_C.elastic_adopted_env())
     _topology = _C.topology()
     _ps._setup(sets)
 

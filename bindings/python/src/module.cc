@@ -150,6 +150,37 @@ class Result {
   std::unique_ptr<chorus_result_t, ResultDeleter> r_;
 };
 
+// Elastic jobs: see chorus_elastic_adopt_next. Returns the adopted generation; raises the call's
+// status (NOT_FOUND: this worker was released).
+int64_t ElasticAdoptNext(double timeout_s) {
+  int64_t generation = -1;
+  int code;
+  std::string error;
+  {
+    py::gil_scoped_release release;
+    code = chorus_elastic_adopt_next(static_cast<int64_t>(timeout_s * 1000), &generation);
+    if (code != 0) error = chorus_last_error();
+  }
+  if (code != 0) Raise(code, error);
+  return generation;
+}
+
+// chorus_elastic_adopted_env as {name: value}.
+py::dict ElasticAdoptedEnv() {
+  const std::string env = chorus_elastic_adopted_env();
+  py::dict vars;
+  size_t start = 0;
+  while (start < env.size()) {
+    size_t end = env.find('\n', start);
+    if (end == std::string::npos) end = env.size();
+    const std::string line = env.substr(start, end - start);
+    const size_t eq = line.find('=');
+    if (eq != std::string::npos) vars[py::str(line.substr(0, eq))] = py::str(line.substr(eq + 1));
+    start = end + 1;
+  }
+  return vars;
+}
+
 // comm: the address of an MPI_Comm (mpi4py's MPI._addressof(comm)), or 0 for MPI_COMM_WORLD.
 void Init(const std::vector<std::vector<int32_t>>& process_sets, uintptr_t comm) {
   std::vector<const int32_t*> ptrs;
@@ -469,6 +500,24 @@ PYBIND11_MODULE(_C, m) {
   m.def("init", &Init, py::arg("process_sets") = std::vector<std::vector<int32_t>>{},
         py::arg("comm") = 0);
   m.def("shutdown", &Shutdown);
+  m.def(
+      "elastic_worker", [] { return chorus_elastic_worker() == 1; },
+      "True once an init ran with CHORUS_ELASTIC_WORKER_ID set (chorusrun's elastic mode)");
+  m.def(
+      "elastic_take_host_updates",
+      [] {
+        int64_t timestamp_us = 0;
+        int32_t result = 0;
+        Check(chorus_elastic_take_host_updates(&timestamp_us, &result));
+        return py::make_tuple(timestamp_us, result);
+      },
+      "(newest timestamp in us or 0, union of HostUpdateResult bits) of the host updates "
+      "chorusrun announced since the last call");
+  m.def("elastic_adopt_next", &ElasticAdoptNext, py::arg("timeout_s"),
+        "After a shutdown: waits for chorusrun's next generation and sets this worker's "
+        "variables for it (C environment); returns the generation");
+  m.def("elastic_adopted_env", &ElasticAdoptedEnv,
+        "{name: value} of the variables this worker last adopted ({} if none)");
   m.def("is_initialized", [] { return chorus_is_initialized() == 1; });
   m.def("topology", &Topology);
   m.def("controller_name", [] { return std::string(chorus_controller_name()); });

@@ -129,6 +129,28 @@ CHORUS_EXPORT void chorus_result_received_splits(const chorus_result_t* result,
 CHORUS_EXPORT int32_t chorus_result_last_joined_rank(const chorus_result_t* result);
 CHORUS_EXPORT int32_t chorus_result_process_set_id(const chorus_result_t* result);
 
+/* Elastic jobs (runtime/elastic/membership_watcher.h). A process is an elastic worker once an
+ * init ran with CHORUS_ELASTIC_WORKER_ID set (chorusrun's elastic mode sets it).
+ *
+ * 1 when this process is an elastic worker, else 0. */
+CHORUS_EXPORT int chorus_elastic_worker(void);
+/* Takes the host updates chorusrun announced since the last call (for the generations after the
+ * one this worker is in): *timestamp_us the newest one's time (0: none), *result the union of
+ * their kinds (1 hosts removed, 2 hosts added). Not an elastic worker: 0 and nothing. */
+CHORUS_EXPORT int chorus_elastic_take_host_updates(int64_t* timestamp_us, int32_t* result);
+/* After a reset (chorus shut down): waits up to timeout_ms for a generation newer than the one
+ * this worker is in and adopts it: sets this worker's variables for it (CHORUS_RANK, ...,
+ * CHORUS_RENDEZVOUS_SCOPE, CHORUS_ELASTIC_GENERATION) in the process environment, so that the
+ * next chorus_init forms that world. *generation: the adopted one. NOT_FOUND: chorusrun released
+ * this worker (it should exit with status 0); DEADLINE_EXCEEDED; FAILED_PRECONDITION when this
+ * is not an elastic worker. (chorus_init adopts by itself when the generation it forms is
+ * replaced meanwhile.) */
+CHORUS_EXPORT int chorus_elastic_adopt_next(int64_t timeout_ms, int64_t* generation);
+/* The variables this worker last adopted (by chorus_elastic_adopt_next or inside chorus_init),
+ * one "NAME=value" per line; "" if none. Valid until this thread's next call of it. Bindings
+ * copy them into their own view of the environment (Python's os.environ). */
+CHORUS_EXPORT const char* chorus_elastic_adopted_env(void);
+
 /* This thread's message for its last failed call ("" if none). */
 CHORUS_EXPORT const char* chorus_last_error(void);
 

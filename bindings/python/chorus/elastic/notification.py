@@ -10,8 +10,11 @@ Contract (the seam the elastic driver plugs into):
   rank agree on the pending changes through one allreduce and raises HostsUpdatedInterrupt on
   all ranks at the same commit (chorus.elastic.agreement).
 
-Today the callers are tests and programs that simulate a change; the driver's notification
-service will call the same function when it is wired in.
+In an elastic job started by chorusrun, the runtime's membership watcher (a C++ thread that
+long-polls chorusrun: runtime/elastic/membership_watcher.h) records the changes chorusrun
+announces; poll() takes them and notifies them here. State.check_host_updates() polls before it
+agrees, so a change announced before a commit is acted on at that commit. Tests and programs that
+simulate a change call notify_hosts_updated themselves.
 
 Thread-safety: notify_hosts_updated may be called from any thread (a notification service runs
 its own); listeners are registered and removed by the training thread.
@@ -19,6 +22,8 @@ its own); listeners are registered and removed by the training thread.
 
 import enum
 import threading
+
+from chorus import _C
 
 
 class HostUpdateResult(enum.IntFlag):
@@ -63,9 +68,8 @@ class PendingHostUpdates:
 class WorkerNotificationManager:
     """Forwards host-update notifications to the registered listeners (States).
 
-    A listener has `on_hosts_updated(timestamp, update_res)`. init() is where the worker's
-    notification endpoint will be started and announced to the driver; in this version there is
-    no driver connection and init() does nothing.
+    A listener has `on_hosts_updated(timestamp, update_res)`. The connection to chorusrun is
+    the runtime's (started by chorus init in an elastic worker), so init() has nothing to start.
     """
 
     def __init__(self):
@@ -73,8 +77,14 @@ class WorkerNotificationManager:
         self._listeners = []
 
     def init(self):
-        """Starts receiving the driver's notifications (nothing to start yet; see the module
-        docstring)."""
+        """Horovod's entry point; the runtime's watcher already receives the notifications."""
+
+    def poll(self):
+        """Notifies the listeners of the changes chorusrun announced since the last poll (none
+        outside elastic jobs). Training thread."""
+        timestamp, update_res = _C.elastic_take_host_updates()
+        if timestamp:
+            self.notify_hosts_updated(timestamp, update_res)
 
     def register_listener(self, listener):
         with self._lock:

@@ -1,22 +1,52 @@
 """Re-forming chorus for a new membership: the one place a reset happens.
 
-In this version a reset is shutdown() followed by init(): the runtime is stopped (pending ops
-fail), then started again on the world the launcher provides, with the process-set registry
-re-created empty (only the global set; sets registered before must be added again, their
-ProcessSet objects are unregistered). Every rank then syncs from the new rank 0 (the lowest
-surviving old rank), whether hosts were added or removed.
+A reset is shutdown() followed by init(); the process, the framework and the training state stay
+as they are. In an elastic job started by chorusrun (an elastic worker), between the two this
+worker adopts chorusrun's newest generation (chorus._C.elastic_adopt_next): its rank, size,
+local and cross ranks, CHORUS_*/HOROVOD_* variables and rendezvous scope are set for it, in
+os.environ too, so init() forms that generation's world. A worker chorusrun released (its host
+left the discovery output) leaves here with SystemExit(0). Outside an elastic job (tests and
+programs that simulate a reset) init() forms the world the launcher gave, again.
 
-Later versions replace this with an in-process re-forming of the communicator (no full
-shutdown: the UCX world is re-formed from the addresses the driver's rendezvous hands out) and
-with the driver telling each worker its new rank; the call sites (chorus.elastic.run_fn through
-chorus.torch.elastic.run) stay as they are.
+The process-set registry is re-created empty (only the global set; sets registered before must
+be added again, their ProcessSet objects are unregistered). Every rank then syncs from the new
+rank 0 (the lowest surviving old rank), whether hosts were added or removed.
 
-Collective: every rank of the old world that survives calls it.
+Collective: every rank of the new world calls it.
 """
 
-from chorus import basics
+import os
+import sys
+
+from chorus import _C, basics
+from chorus.exceptions import ChorusError
+
+_NOT_FOUND = 5  # absl::StatusCode::kNotFound
+
+
+def _adopt_timeout_s():
+    """How long a worker waits for chorusrun's next generation: the job's elastic timeout."""
+    for name in ('CHORUS_ELASTIC_TIMEOUT', 'HOROVOD_ELASTIC_TIMEOUT'):
+        if os.environ.get(name):
+            return float(os.environ[name])
+    return 600.0
+
+
+def adopt_next_generation():
+    """Sets this elastic worker's variables for chorusrun's next generation (see above)."""
+    try:
+        _C.elastic_adopt_next(_adopt_timeout_s())
+    except ChorusError as e:
+        if getattr(e, 'code', None) == _NOT_FOUND:
+            print(f'chorus: {e}; this worker exits', file=sys.stderr, flush=True)
+            raise SystemExit(0)
+        raise
+    os.environ.update(_C.elastic_adopted_env())
 
 
 def reset():
+    elastic = _C.elastic_worker()
     basics.shutdown()
+    if elastic:
+        adopt_next_generation()
     basics.init()

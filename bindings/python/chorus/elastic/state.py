@@ -10,7 +10,8 @@ collective: every rank calls them the same number of times, in the same order.
 """
 
 from chorus.elastic.agreement import agree_on_host_updates
-from chorus.elastic.notification import HostUpdateResult, PendingHostUpdates
+from chorus.elastic.notification import (HostUpdateResult, PendingHostUpdates,
+                                         notification_manager)
 from chorus.exceptions import HostsUpdatedInterrupt
 
 
@@ -60,6 +61,7 @@ class State:
         Unlike Horovod (which skips the sync after removals only), the interrupt always asks
         for a sync: after chorus re-forms, every rank takes rank 0's state, whatever the
         change."""
+        notification_manager.poll()
         newest, update_res = self._host_updates.take_newer_than(self._last_updated_timestamp)
         prev, newest, update_res = agree_on_host_updates(self._last_updated_timestamp, newest,
                                                          update_res)
