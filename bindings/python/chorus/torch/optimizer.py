@@ -11,6 +11,7 @@ import warnings
 
 import torch
 
+from chorus.exceptions import HorovodInternalError
 from chorus.process_sets import global_process_set
 from chorus.torch import mpi_ops
 from chorus.torch.compression import Compression
@@ -203,7 +204,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         for p in self._requires_update - launched:
             self._handles[p] = self._allreduce_grad_async(p)
         for key, (handle, ctx) in self._handles.items():
-            output = mpi_ops.synchronize(handle)
+            try:
+                output = mpi_ops.synchronize(handle)
+            except HorovodInternalError:
+                self._forget_handles()
+                raise
             if isinstance(key, tuple):
                 params, outputs, ctxs = key, output, ctx
             else:
@@ -222,6 +227,23 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                     p.grad.set_(decompressed)
         self._handles.clear()
         self._synchronized = True
+
+    def _forget_handles(self):
+        """After a failed allreduce (a lost rank: chorus is broken until the elastic loop resets
+        it): waits out every other pending one (each fails at once) and starts the next backward
+        pass afresh, so that the rolled-back training can call zero_grad() and step() again.
+        (Horovod leaves the handles behind and zero_grad() then raises.)"""
+        for handle, _ in self._handles.values():
+            if handle is None:
+                continue
+            try:
+                mpi_ops.synchronize(handle)
+            except (HorovodInternalError, ValueError):
+                pass
+        self._handles.clear()
+        self._group_counts = {group: 0 for group in self._group_counts}
+        for p in self._allreduce_delay:
+            self._allreduce_delay[p] = self.backward_passes_per_step
 
     @contextlib.contextmanager
     def skip_synchronize(self):

@@ -1,0 +1,108 @@
+#!/usr/bin/python3
+"""Elastic PyTorch training under a fault schedule, for torch_fault_e2e.py (the shape of
+Horovod's test/integration elastic tests).
+
+A small classifier on synthetic data, trained with hvd.DistributedOptimizer under
+hvd.elastic.run with a TorchState (model, optimizer, ElasticSampler, epoch); it commits every
+--batches-per-commit batches and at the end of each epoch.
+
+--exit-schedule JSON: {"EPOCH,BATCH": [START_RANK, ...]}: the processes whose rank at start was
+START_RANK end themselves when they reach that batch of that epoch (before its step), in the way
+--exit-mode says: "exception" (an uncaught RuntimeError: exit status 1) or "kill" (SIGKILL).
+Only processes of the first generation follow it (replacements never do).
+
+Logs one JSON line per epoch and process on stdout, prefixed "EPOCH ": epoch, batches this
+process ran in it (counted from its last commit on, so a rollback shows), samples the epoch
+processed over all ranks (from the sampler), commits, hostname, start rank, rank, size, resets.
+At the end each rank prints "DIGEST <rank> <sha256 of its parameters>".
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import signal
+
+import torch
+import torch.nn.functional as F
+import torch.utils.data
+
+import chorus.torch as hvd
+
+parser = argparse.ArgumentParser()
+parser.add_argument('--epochs', type=int, default=3)
+parser.add_argument('--batch-size', type=int, default=16)
+parser.add_argument('--train-size', type=int, default=512)
+parser.add_argument('--batches-per-commit', type=int, default=4)
+parser.add_argument('--exit-schedule', default='{}')
+parser.add_argument('--exit-mode', choices=['exception', 'kill'], default='exception')
+args = parser.parse_args()
+
+START_RANK = int(os.environ.get('CHORUS_RANK', os.environ.get('OMPI_COMM_WORLD_RANK', '0')))
+FIRST_GENERATION = os.environ.get('CHORUS_ELASTIC_GENERATION', '0') == '0'
+schedule = {tuple(int(x) for x in key.split(',')): ranks
+            for key, ranks in json.loads(args.exit_schedule).items()}
+
+hvd.init()
+torch.manual_seed(7)
+torch.set_num_threads(1)
+g = torch.Generator().manual_seed(11)
+features = torch.randn(args.train_size, 32, generator=g)
+labels = (features[:, :4].sum(dim=1) > 0).long() + 2 * (features[:, 4] > 0).long()
+dataset = torch.utils.data.TensorDataset(features, labels)
+sampler = hvd.elastic.ElasticSampler(dataset, shuffle=True, seed=5)
+loader = torch.utils.data.DataLoader(dataset, batch_size=args.batch_size, sampler=sampler)
+
+model = torch.nn.Sequential(torch.nn.Linear(32, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9),
+                                     named_parameters=model.named_parameters())
+state = hvd.elastic.TorchState(model=model, optimizer=optimizer, train_sampler=sampler, epoch=0,
+                               commits=0)
+resets = 0  # this process's, not part of the state (a sync would overwrite it)
+
+
+def on_reset():
+    global resets
+    resets += 1
+
+
+state.register_reset_callbacks([on_reset])
+
+
+def commit():
+    state.commits += 1
+    state.commit()
+
+
+@hvd.elastic.run
+def train(state):
+    while state.epoch < args.epochs:
+        ran = 0
+        for batch_idx, (data, target) in enumerate(loader):
+            if FIRST_GENERATION and START_RANK in schedule.get((state.epoch, batch_idx), []):
+                if args.exit_mode == 'kill':
+                    os.kill(os.getpid(), signal.SIGKILL)
+                raise RuntimeError(f'scheduled failure at epoch {state.epoch} batch {batch_idx}')
+            optimizer.zero_grad()
+            F.cross_entropy(state.model(data), target).backward()
+            optimizer.step()
+            state.train_sampler.record_batch(batch_idx, args.batch_size)
+            ran += 1
+            if (batch_idx + 1) % args.batches_per_commit == 0:
+                commit()
+        print('EPOCH ' + json.dumps({
+            'epoch': state.epoch, 'batches': ran, 'samples': state.train_sampler.processed_num,
+            'commits': state.commits, 'hostname': os.environ.get('CHORUS_HOSTNAME', 'mpi'),
+            'start_rank': START_RANK, 'rank': hvd.rank(), 'size': hvd.size(),
+            'resets': resets}), flush=True)
+        state.epoch += 1
+        state.train_sampler.set_epoch(state.epoch)
+        commit()
+
+
+train(state)
+digest = hashlib.sha256()
+for name, tensor in sorted(model.state_dict().items()):
+    digest.update(name.encode())
+    digest.update(tensor.detach().contiguous().numpy().tobytes())
+print(f'DIGEST {hvd.rank()} {digest.hexdigest()}', flush=True)
