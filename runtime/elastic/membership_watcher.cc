@@ -58,11 +58,16 @@ absl::StatusOr<MembershipWatcher*> MembershipWatcher::ForConfig(const Config& co
   absl::StatusOr<std::unique_ptr<RendezvousClient>> client =
       RendezvousClient::Create(config.rendezvous_addr, config.rendezvous_secret, kCallTimeout);
   if (!client.ok()) return client.status();
-  Slot().reset(new MembershipWatcher(*std::move(client), config.elastic_worker_id,
-                                     config.elastic_generation));
+  Slot() = Start(*std::move(client), config.elastic_worker_id, config.elastic_generation);
   static const bool registered = atexit(StopAtExit) == 0;
   (void)registered;
   return Slot().get();
+}
+
+std::unique_ptr<MembershipWatcher> MembershipWatcher::Start(
+    std::shared_ptr<RendezvousClient> client, std::string worker_id, int64_t generation) {
+  return std::unique_ptr<MembershipWatcher>(
+      new MembershipWatcher(std::move(client), std::move(worker_id), generation));
 }
 
 MembershipWatcher* MembershipWatcher::Current() {

@@ -66,6 +66,11 @@ class MembershipWatcher {
   // The started watcher, or null.
   static MembershipWatcher* Current();
 
+  // A watcher of its own (not the process's): for tests. `generation` is the one this worker
+  // starts in.
+  static std::unique_ptr<MembershipWatcher> Start(std::shared_ptr<RendezvousClient> client,
+                                                  std::string worker_id, int64_t generation);
+
   // Stops the thread (waits for its call in progress, at most kPollPeriod plus a call).
   ~MembershipWatcher();
   MembershipWatcher(const MembershipWatcher&) = delete;
