@@ -42,6 +42,7 @@
 #include "launcher/ucx_launch.h"
 #include "launcher/worker_env.h"
 #include "launcher/worker_output.h"
+#include "launcher/worker_spec.h"
 
 namespace chorus::elastic {
 namespace {
@@ -176,6 +177,8 @@ class Driver {
   std::string this_host_;
   std::string cwd_;
   absl::StatusOr<std::string> program_ = absl::UnknownError("not looked up");
+  launcher::WorkerStart start_;  // how workers are started (program, ssh, directory, secret)
+  std::string ssh_missing_;      // why ssh_path is empty, when it is
   std::vector<std::unique_ptr<launcher::OutputSink>> sinks_;  // one per generation
 
   int generation_ = -1;
@@ -240,6 +243,25 @@ std::optional<int> Driver::Prepare() {
   server_ = *std::move(server);
   rendezvous_.address = absl::StrCat("127.0.0.1:", server_->port());
   rendezvous_.secret = *secret;
+
+  start_.program = program_.ok() ? *program_ : "";
+  start_.command = o_.command;
+  start_.cwd = cwd_;
+  start_.launcher_env = env_;
+  start_.secret = *secret;
+  start_.grace_seconds = launcher::kGraceSeconds;
+  start_.ssh.port = o_.ssh_port;
+  start_.ssh.identity_file = o_.ssh_identity_file;
+  start_.ssh.connect_timeout_s = o_.start_timeout_s.value_or(30);
+  if (may_be_remote) {
+    absl::StatusOr<std::string> ssh =
+        launcher::FindExecutable("ssh", path_it == env_.end() ? "" : path_it->second);
+    if (ssh.ok()) {
+      start_.ssh_path = *std::move(ssh);
+    } else {
+      ssh_missing_ = std::string(ssh.status().message());
+    }
+  }
   // Workers started for a generation wait for the survivors to reach their next commit; a lost
   // worker is the driver's to notice (it then aborts the generation), not the rendezvous's.
   rendezvous_.start_timeout_s =
@@ -360,33 +382,12 @@ absl::StatusOr<launcher::WorkerSpec> Driver::SpecFor(const launcher::RankPlaceme
                          absl::StrCat(absl::ToInt64Seconds(settings_.elastic_timeout)));
   const Environment env =
       launcher::MergeEnvironment(env_, launcher::WorkerEnvironment(o_), rank_vars);
-  launcher::WorkerSpec spec;
-  if (!remote) {
-    if (!program_.ok()) return program_.status();
-    spec.program = *program_;
-    spec.argv = o_.command;
-    spec.environment = env;
-    return spec;
-  }
-  const auto path_it = env_.find("PATH");
-  absl::StatusOr<std::string> ssh =
-      launcher::FindExecutable("ssh", path_it == env_.end() ? "" : path_it->second);
-  if (!ssh.ok()) {
+  if (!remote && !program_.ok()) return program_.status();
+  if (remote && start_.ssh_path.empty()) {
     return absl::FailedPreconditionError(
-        absl::StrCat("ssh is needed to start workers on ", p.host, ": ", ssh.status().message()));
+        absl::StrCat("ssh is needed to start workers on ", p.host, ": ", ssh_missing_));
   }
-  launcher::SshOptions options;
-  options.port = o_.ssh_port;
-  options.identity_file = o_.ssh_identity_file;
-  options.connect_timeout_s = o_.start_timeout_s.value_or(30);
-  spec.program = *ssh;
-  spec.argv =
-      launcher::SshWorkerArgv(options, p.host,
-                              launcher::RemoteWorkerScript(cwd_, launcher::RemoteEnvironment(env),
-                                                           o_.command, launcher::kGraceSeconds));
-  spec.environment = env_;
-  spec.stdin_text = absl::StrCat(rendezvous_.secret, "\n");
-  return spec;
+  return launcher::MakeWorkerSpec(start_, p.host, remote, env);
 }
 
 void Driver::AnnounceGeneration(const std::vector<Member>& next) {

@@ -27,6 +27,7 @@
 #include "launcher/ssh_command.h"
 #include "launcher/worker_env.h"
 #include "launcher/worker_output.h"
+#include "launcher/worker_spec.h"
 
 namespace chorus::launcher {
 namespace {
@@ -261,22 +262,13 @@ int RunUcxJob(const LaunchOptions& o, const Environment& launcher_env) {
   }
 
   const std::vector<EnvVar> worker_vars = WorkerEnvironment(o);
+  const WorkerStart start{program, o.command,    ssh_path, ssh,
+                          *cwd,    launcher_env, *secret,  kGraceSeconds};
   std::vector<WorkerSpec> specs;
   for (const RankPlacement& p : *layout) {
-    WorkerSpec spec;
-    const Environment env =
-        MergeEnvironment(launcher_env, worker_vars, RankEnvironment(p, rendezvous));
-    if (!remote[static_cast<size_t>(p.rank)]) {
-      spec.program = program;
-      spec.argv = o.command;
-      spec.environment = env;
-    } else {
-      spec.program = ssh_path;
-      spec.argv = SshWorkerArgv(
-          ssh, p.host, RemoteWorkerScript(*cwd, RemoteEnvironment(env), o.command, kGraceSeconds));
-      spec.environment = launcher_env;
-      spec.stdin_text = absl::StrCat(*secret, "\n");
-    }
+    WorkerSpec spec =
+        MakeWorkerSpec(start, p.host, remote[static_cast<size_t>(p.rank)],
+                       MergeEnvironment(launcher_env, worker_vars, RankEnvironment(p, rendezvous)));
     if (o.verbose) {
       std::cout << "chorusrun: rank " << p.rank << " on " << p.host << ": " << ShellJoin(spec.argv)
                 << std::endl;

@@ -1,0 +1,27 @@
+#include "launcher/worker_spec.h"
+
+#include "absl/strings/str_cat.h"
+
+#include "launcher/rank_env.h"
+
+namespace chorus::launcher {
+
+WorkerSpec MakeWorkerSpec(const WorkerStart& start, const std::string& host, bool remote,
+                          const Environment& env) {
+  WorkerSpec spec;
+  if (!remote) {
+    spec.program = start.program;
+    spec.argv = start.command;
+    spec.environment = env;
+    return spec;
+  }
+  spec.program = start.ssh_path;
+  spec.argv = SshWorkerArgv(
+      start.ssh, host,
+      RemoteWorkerScript(start.cwd, RemoteEnvironment(env), start.command, start.grace_seconds));
+  spec.environment = start.launcher_env;
+  spec.stdin_text = absl::StrCat(start.secret, "\n");
+  return spec;
+}
+
+}  // namespace chorus::launcher
