@@ -567,7 +567,12 @@ std::optional<int> Driver::HandleExits(const std::vector<Supervisor::Exit>& exit
       DrainOutput();
       return 0;
     }
-    if (e.exit.signaled && e.exit.code == SIGTERM) {
+    // A remote worker's signal reaches chorusrun as ssh's exit status, 128 + N (the remote
+    // script exits with the shell's status of the command).
+    const bool remote = !launcher::IsLocalHost(it->assignment.placement.host, this_host_);
+    const bool sigterm =
+        e.exit.signaled ? e.exit.code == SIGTERM : remote && e.exit.code == 128 + SIGTERM;
+    if (sigterm) {
       RecordLoss(*it, "left after SIGTERM", /*failed=*/false);
       continue;
     }

@@ -28,11 +28,31 @@ WORKER = os.path.join(HERE, 'elastic_worker.py')
 CASE_TIMEOUT = 30  # seconds, per case
 failures = []
 
+# A stand-in ssh: runs the remote command here, in a session of its own as sshd would, and exits
+# with its status (255 when it was killed by a signal, as ssh does).
+FAKE_SSH = r'''#!/usr/bin/python3
+import os, sys
+args = sys.argv[1:]
+i = 0
+while i < len(args) and args[i].startswith('-'):
+    i += 2 if args[i] in ('-o', '-p', '-i') else 1
+command = ' '.join(args[i + 1:])
+if command == 'true':
+    sys.exit(0)
+pid = os.fork()
+if pid == 0:
+    os.setsid()
+    os.execv('/bin/sh', ['/bin/sh', '-c', command])
+_, status = os.waitpid(pid, 0)
+sys.exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 255)
+'''
+
 
 class Job:
     """One chorusrun run in its own directory (hosts file, schedule, events, output)."""
 
-    def __init__(self, chorusrun, name, hosts, schedule, flags, discovery=True, script=None):
+    def __init__(self, chorusrun, name, hosts, schedule, flags, discovery=True, script=None,
+                 fake_ssh=False):
         self.name = name
         self.dir = tempfile.mkdtemp(prefix=f'elastic_{name}_')
         self.write_hosts(hosts)
@@ -44,6 +64,12 @@ class Job:
                     f'#!/bin/sh\ncat {self.path("hosts")}\n')
         os.chmod(script_path, 0o755)
         env = dict(os.environ, ELASTIC_TEST_DIR=self.dir, CHORUS_ELASTIC_DISCOVERY_INTERVAL='0.05')
+        if fake_ssh:
+            os.mkdir(self.path('bin'))
+            with open(self.path('bin/ssh'), 'w') as f:
+                f.write(FAKE_SSH)
+            os.chmod(self.path('bin/ssh'), 0o755)
+            env['PATH'] = self.path('bin') + os.pathsep + env.get('PATH', '')
         args = [chorusrun] + flags
         if discovery:
             args += ['--host-discovery-script', script_path]
@@ -430,6 +456,23 @@ def test_worker_lost_during_reset(c, jobs):
         'rank 1 on localhost exited with code 3; localhost blacklisted' in err, err
 
 
+@case
+def test_remote_sigterm_is_graceful(c, jobs):
+    # A worker on a remote host (over ssh) that receives SIGTERM reaches chorusrun as ssh's
+    # exit status 143: it leaves without blacklisting, and its slot is filled again.
+    job = start(jobs, c, 'remote', 'remotehost:1\nlocalhost:1\n', {'g0r1': 'term'},
+                ['-np', '2'], fake_ssh=True)
+    g0 = job.wait_generation(0, 2)
+    assert ranks(g0) == [(0, 2, 'localhost'), (1, 2, 'remotehost')], ranks(g0)
+    g1 = job.wait_generation(1, 2)
+    assert ranks(g1) == [(0, 2, 'localhost'), (1, 2, 'remotehost')], ranks(g1)
+    job.release()
+    assert job.finish() == 0
+    err = job.stderr()
+    assert 'rank 1 on remotehost left after SIGTERM' in err and 'blacklisted' not in err, err
+    assert pids(g1)[0] == pids(g0)[0], (g0, g1)
+
+
 CASES = [test_grow_then_shrink, test_failure_blacklists_host, test_every_host_blacklisted,
          test_min_np_not_reachable, test_reset_limit_1_ends_the_job,
          test_reset_limit_2_allows_two_resets, test_sigterm_is_not_blacklisted,
@@ -437,7 +480,8 @@ CASES = [test_grow_then_shrink, test_failure_blacklists_host, test_every_host_bl
          test_mpi_with_elastic_flags_is_exit_2, test_blacklisted_host_readmitted_after_cooldown,
          test_fixed_hosts_with_min_np, test_sigint_is_forwarded,
          test_hanging_discovery_does_not_block_the_loop, test_max_np_caps_the_world,
-         test_silent_worker_is_killed, test_rank_0_killed, test_worker_lost_during_reset]
+         test_silent_worker_is_killed, test_rank_0_killed, test_worker_lost_during_reset,
+         test_remote_sigterm_is_graceful]
 
 
 def main():
