@@ -15,6 +15,7 @@
 #include "ops/gpu_platform.h"
 #include "runtime/config.h"
 #include "runtime/controller_factory.h"
+#include "runtime/elastic/membership_watcher.h"
 #include "runtime/runtime.h"
 
 namespace chorus {
@@ -87,6 +88,10 @@ absl::Status Init(const InitOptions& options) {
       runtime::CreateController(config.ok() ? *config : runtime::Config{}, options.mpi_comm));
   const Topology topology = controller->topology();
   log::SetRankTag(topology.rank, topology.local_rank);
+  if (const runtime::MembershipWatcher* watcher = runtime::MembershipWatcher::Current();
+      watcher != nullptr && config.ok()) {
+    config->timeline = runtime::PerGenerationPath(config->timeline, watcher->adopted());
+  }
   // A bad variable on one rank must fail init on every rank, not leave the others waiting.
   std::vector<uint64_t> config_ok = {config.ok() ? ~uint64_t{0} : 0};
   CHORUS_RETURN_IF_ERROR(controller->AllreduceBitAnd(absl::MakeSpan(config_ok)));

@@ -197,4 +197,13 @@ absl::StatusOr<std::map<std::string, std::string>> MembershipWatcher::Adopt(
   return adopted_variables_;
 }
 
+std::string PerGenerationPath(const std::string& path, int64_t generation) {
+  if (generation == 0 || path.empty() || path == "DYNAMIC") return path;
+  const size_t slash = path.rfind('/');
+  const size_t dot = path.rfind('.');
+  const bool has_ext = dot != std::string::npos && (slash == std::string::npos || dot > slash + 1);
+  const size_t cut = has_ext ? dot : path.size();
+  return absl::StrCat(path.substr(0, cut), ".gen", generation, path.substr(cut));
+}
+
 }  // namespace chorus::runtime

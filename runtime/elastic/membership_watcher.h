@@ -122,6 +122,12 @@ class MembershipWatcher {
   std::thread thread_;  // last: starts after every member above exists
 };
 
+// The CHORUS_TIMELINE file of an elastic worker in `generation`: generation 0 records into
+// `path` itself, later ones into "<stem>.gen<g><ext>" (the extension of the last path
+// component), so that a reset does not overwrite the earlier generations' timelines. Empty and
+// "DYNAMIC" stay as they are.
+std::string PerGenerationPath(const std::string& path, int64_t generation);
+
 }  // namespace chorus::runtime
 
 #endif  // CHORUS_RUNTIME_ELASTIC_MEMBERSHIP_WATCHER_H_

@@ -52,7 +52,7 @@ class Job:
     """One chorusrun run in its own directory (hosts file, schedule, events, output)."""
 
     def __init__(self, chorusrun, name, hosts, schedule, flags, discovery=True, script=None,
-                 fake_ssh=False):
+                 fake_ssh=False, timeline=False):
         self.name = name
         self.dir = tempfile.mkdtemp(prefix=f'elastic_{name}_')
         self.write_hosts(hosts)
@@ -64,6 +64,8 @@ class Job:
                     f'#!/bin/sh\ncat {self.path("hosts")}\n')
         os.chmod(script_path, 0o755)
         env = dict(os.environ, ELASTIC_TEST_DIR=self.dir, CHORUS_ELASTIC_DISCOVERY_INTERVAL='0.05')
+        if timeline:
+            env['CHORUS_TIMELINE'] = self.path('timeline.json')
         if fake_ssh:
             os.mkdir(self.path('bin'))
             with open(self.path('bin/ssh'), 'w') as f:
@@ -193,7 +195,8 @@ def pids(gen):
 
 @case
 def test_grow_then_shrink(c, jobs):
-    job = start(jobs, c, 'grow', 'localhost:2\n', {'g2r0': 'exit:0'}, ['-np', '2'])
+    job = start(jobs, c, 'grow', 'localhost:2\n', {'g2r0': 'exit:0'}, ['-np', '2'],
+                timeline=True)
     g0 = job.wait_generation(0, 2)
     assert ranks(g0) == [(0, 2, 'localhost'), (1, 2, 'localhost')], ranks(g0)
     assert all(e['scope'] == 'world/0' and e['elastic'] == '1' for e in g0), g0
@@ -222,6 +225,12 @@ def test_grow_then_shrink(c, jobs):
             'cause: hosts changed') in err, err
     out = job.stdout().splitlines()
     assert any(l.startswith('[3]<stdout>:{') and '"gen": 1' in l for l in out), out
+    # Rank 0 (the same process throughout) recorded each generation into a file of its own.
+    for name in ('timeline.json', 'timeline.gen1.json', 'timeline.gen2.json'):
+        with open(job.path(name)) as f:
+            events = json.load(f)
+        assert any(e.get('name') == 'thread_name' and 'step' in e['args']['name']
+                   for e in events), name  # the allreduce 'step' was recorded
 
 
 @case

@@ -148,5 +148,17 @@ TEST_CASE("membership watcher: its polls are heartbeats; a stopped watcher falls
   CHECK(job.server->SilentWorkers(absl::Milliseconds(300)) == std::vector<std::string>{"w0"});
 }
 
+TEST_CASE("PerGenerationPath: later generations record beside generation 0's timeline",
+          "[elastic][watcher]") {
+  using runtime::PerGenerationPath;
+  CHECK(PerGenerationPath("/tmp/t.json", 0) == "/tmp/t.json");
+  CHECK(PerGenerationPath("/tmp/t.json", 3) == "/tmp/t.gen3.json");
+  CHECK(PerGenerationPath("/tmp/t{rank}.json", 1) == "/tmp/t{rank}.gen1.json");
+  CHECK(PerGenerationPath("/tmp/dir.d/timeline", 2) == "/tmp/dir.d/timeline.gen2");
+  CHECK(PerGenerationPath("/tmp/.hidden", 2) == "/tmp/.hidden.gen2");
+  CHECK(PerGenerationPath("DYNAMIC", 2) == "DYNAMIC");
+  CHECK(PerGenerationPath("", 2).empty());
+}
+
 }  // namespace
 }  // namespace chorus
