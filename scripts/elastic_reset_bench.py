@@ -39,8 +39,6 @@ def log(d, **event):
 
 
 def worker():
-    import pickle
-
     import numpy as np
 
     import chorus.numpy as hvd
@@ -49,14 +47,6 @@ def worker():
     from chorus.exceptions import HorovodInternalError, HostsUpdatedInterrupt
 
     d = os.environ['BENCH_DIR']
-
-    def bcast_object(obj):
-        data = np.frombuffer(pickle.dumps(obj), dtype=np.uint8) if hvd.rank() == 0 else None
-        n = hvd.broadcast(np.array([0 if data is None else data.size], dtype=np.int64), 0,
-                          name='state.size')
-        if data is None:
-            data = np.zeros(int(n[0]), dtype=np.uint8)
-        return pickle.loads(hvd.broadcast(data, 0, name='state.bytes').tobytes())
 
     def train(state):
         gen = int(os.environ['CHORUS_ELASTIC_GENERATION'])
@@ -80,7 +70,7 @@ def worker():
             time.sleep(0.005)
 
     hvd.init()
-    run_fn(train, reset)(ObjectState(bcast_object, hvd.rank, step=0))
+    run_fn(train, reset)(ObjectState(hvd.broadcast_object, hvd.rank, step=0))
 
 
 class Job:

@@ -20,7 +20,6 @@ Every worker gives up after 30 s (exit 9), so none outlives a broken test for lo
 """
 import json
 import os
-import pickle
 import signal
 import sys
 import time
@@ -39,13 +38,6 @@ resets = 0
 
 # Every op is named: unnamed ops get names from a per-process counter, which differs between
 # the survivors of a reset and the workers that join them.
-def bcast_object(obj):
-    data = np.frombuffer(pickle.dumps(obj), dtype=np.uint8) if hvd.rank() == 0 else None
-    n = hvd.broadcast(np.array([0 if data is None else data.size], dtype=np.int64), 0,
-                      name='state.size')
-    if data is None:
-        data = np.zeros(int(n[0]), dtype=np.uint8)
-    return pickle.loads(hvd.broadcast(data, 0, name='state.bytes').tobytes())
 
 
 def record(state):
@@ -109,4 +101,4 @@ def train_steps(state):
 
 train = run_fn(train_steps, counting_reset)
 hvd.init()
-train(ObjectState(bcast_object, hvd.rank, step=0, total=0, commits=0))
+train(ObjectState(hvd.broadcast_object, hvd.rank, step=0, total=0, commits=0))

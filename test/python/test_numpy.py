@@ -235,6 +235,15 @@ def test_broadcast_scalar_non_contiguous_and_empty():
     assert out.shape == (0,)
 
 
+def test_broadcast_object_from_every_root():
+    for root in range(hvdnp.size()):
+        mine = {"rank": hvdnp.rank(), "payload": list(range(hvdnp.rank() * 100))}
+        out = hvdnp.broadcast_object(mine, root, name="np_bco.%d" % root)
+        assert out == {"rank": root, "payload": list(range(root * 100))}
+    # The default name is the type's: the same on every rank whatever the value.
+    assert hvdnp.broadcast_object("x" * (hvdnp.rank() + 1)) == "x"
+
+
 def test_broadcast_bad_root_rejected():
     with pytest.raises(ValueError):
         hvdnp.broadcast(np.ones(2), hvdnp.size(), name="np_bc_bad_root")

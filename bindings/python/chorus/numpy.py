@@ -18,6 +18,8 @@ Ops without a name are named '<op>.noname.<n>', n counting the unnamed ops of th
 """
 
 
+import pickle
+
 import numpy as np
 
 from chorus import _C
@@ -179,6 +181,23 @@ def broadcast(array, root_rank, name=None, process_set=global_process_set):
     return _run(spec, keep, lambda result: out)
 
 
+def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set):
+    """Returns root_rank's picklable `obj` on every rank of the process set (as
+    chorus.torch.broadcast_object; two broadcasts named `name` + ".sz" and + ".data", `name`
+    defaulting to the object's type name, so the names match on every rank)."""
+    name = name or type(obj).__name__
+    if _basics.rank() == root_rank:
+        data = np.frombuffer(pickle.dumps(obj), dtype=np.uint8)
+        size = np.array([data.size], dtype=np.int64)
+    else:
+        data, size = None, np.zeros(1, dtype=np.int64)
+    size = broadcast(size, root_rank, name=name + ".sz", process_set=process_set)
+    if data is None:
+        data = np.zeros(int(size[0]), dtype=np.uint8)
+    return pickle.loads(broadcast(data, root_rank, name=name + ".data",
+                                  process_set=process_set).tobytes())
+
+
 def _splits_list(splits):
     if splits is None:
         return []
@@ -224,7 +243,8 @@ def reducescatter(array, op=Average, name=None, prescale_factor=1.0, postscale_f
 
 __all__ = [
     "Adasum", "Average", "HorovodInternalError", "Max", "Min", "Product", "ProcessSet", "Sum",
-    "add_process_set", "allgather", "allreduce", "alltoall", "broadcast", "cross_rank",
+    "add_process_set", "allgather", "allreduce", "alltoall", "broadcast", "broadcast_object",
+    "cross_rank",
     "cross_size", "global_process_set", "init", "is_initialized", "local_rank", "local_size",
     "rank", "reducescatter", "remove_process_set", "shutdown", "size",
 ]
