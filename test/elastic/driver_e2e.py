@@ -482,6 +482,38 @@ def test_remote_sigterm_is_graceful(c, jobs):
     assert pids(g1)[0] == pids(g0)[0], (g0, g1)
 
 
+def rogue_init(job, secret, generation):
+    """A process that is not one of the job's workers calls the job's rendezvous (chorus init as
+    rank 0 of 2 in generation `generation`'s scope); returns its (status, output)."""
+    g0 = job.generation(0)[0]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(('CHORUS_', 'HOROVOD_'))}
+    env.update(CHORUS_RENDEZVOUS_ADDR=g0['rendezvous'], CHORUS_RENDEZVOUS_SECRET=secret,
+               CHORUS_RENDEZVOUS_SCOPE=f'world/{generation}', CHORUS_RANK='0', CHORUS_SIZE='2',
+               CHORUS_ELASTIC_GENERATION=str(generation), CHORUS_START_TIMEOUT_SECONDS='5')
+    p = subprocess.run([sys.executable, '-c', 'import chorus.numpy as h; h.init()'],
+                       capture_output=True, text=True, env=env, timeout=CASE_TIMEOUT)
+    return p.returncode, p.stdout + p.stderr
+
+
+@case
+def test_rogue_rendezvous_calls_are_refused(c, jobs):
+    # Calls without the job's secret, or of a generation the job has left, are refused with a
+    # clear status; the job goes on untouched.
+    job = start(jobs, c, 'rogue', 'localhost:2\n', {}, ['-np', '2'])
+    g0 = job.wait_generation(0, 2)
+    job.write_hosts('localhost:2\n127.0.0.1:1\n')
+    job.wait_generation(1, 3)
+    status, out = rogue_init(job, 'f' * 64, 1)
+    assert status != 0 and 'wrong rendezvous secret' in out, out
+    status, out = rogue_init(job, g0[0]['secret'], 0)
+    assert status != 0 and 'stale generation 0: the job is at generation 1' in out, out
+    job.release()
+    assert job.finish() == 0
+    assert 'generation 2' not in job.stderr(), job.stderr()
+    g1 = job.generation(1)
+    assert ranks(g1) == [(0, 3, 'localhost'), (1, 3, 'localhost'), (2, 3, '127.0.0.1')], g1
+
+
 CASES = [test_grow_then_shrink, test_failure_blacklists_host, test_every_host_blacklisted,
          test_min_np_not_reachable, test_reset_limit_1_ends_the_job,
          test_reset_limit_2_allows_two_resets, test_sigterm_is_not_blacklisted,
@@ -490,7 +522,7 @@ CASES = [test_grow_then_shrink, test_failure_blacklists_host, test_every_host_bl
          test_fixed_hosts_with_min_np, test_sigint_is_forwarded,
          test_hanging_discovery_does_not_block_the_loop, test_max_np_caps_the_world,
          test_silent_worker_is_killed, test_rank_0_killed, test_worker_lost_during_reset,
-         test_remote_sigterm_is_graceful]
+         test_remote_sigterm_is_graceful, test_rogue_rendezvous_calls_are_refused]
 
 
 def main():

@@ -48,6 +48,7 @@ def record(state):
         'scope': e['CHORUS_RENDEZVOUS_SCOPE'], 'elastic': e.get('CHORUS_ELASTIC'),
         'horovod_rank': int(e['HOROVOD_RANK']), 'pid': os.getpid(), 'resets': resets,
         'step': state.step, 'total': state.total, 'commits': state.commits,
+        'rendezvous': e['CHORUS_RENDEZVOUS_ADDR'], 'secret': e['CHORUS_RENDEZVOUS_SECRET'],
     }
     line = json.dumps(event, sort_keys=True)
     print(line, flush=True)
