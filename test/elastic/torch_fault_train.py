@@ -6,6 +6,11 @@ A small classifier on synthetic data, trained with hvd.DistributedOptimizer unde
 hvd.elastic.run with a TorchState (model, optimizer, ElasticSampler, epoch); it commits every
 --batches-per-commit batches and at the end of each epoch.
 
+--hosts-schedule JSON: {"EPOCH": [SIZE, "HOSTS FILE TEXT"]}: at the start of that epoch, while
+the world is not SIZE ranks, rank 0 writes the text to --hosts-file (which the discovery script
+reads) and every rank checks for host updates until chorusrun's change arrives (a collective
+HostsUpdatedInterrupt, then the reset): hosts come and go at known points of the training.
+
 --exit-schedule JSON: {"EPOCH,BATCH": [START_RANK, ...]}: the processes whose rank at start was
 START_RANK end themselves when they reach that batch of that epoch (before its step), in the way
 --exit-mode says: "exception" (an uncaught RuntimeError: exit status 1) or "kill" (SIGKILL).
@@ -13,7 +18,8 @@ Only processes of the first generation follow it (replacements never do).
 
 Logs one JSON line per epoch and process on stdout, prefixed "EPOCH ": epoch, batches this
 process ran in it (counted from its last commit on, so a rollback shows), samples the epoch
-processed over all ranks (from the sampler), commits, hostname, start rank, rank, size, resets.
+processed over all ranks (from the sampler), the sample indices trained on over all ranks
+(seen_total, and seen_unique distinct ones), commits, hostname, start rank, rank, size, resets.
 At the end each rank prints "DIGEST <rank> <sha256 of its parameters>".
 """
 
@@ -22,6 +28,7 @@ import hashlib
 import json
 import os
 import signal
+import time
 
 import torch
 import torch.nn.functional as F
@@ -36,12 +43,30 @@ parser.add_argument('--train-size', type=int, default=512)
 parser.add_argument('--batches-per-commit', type=int, default=4)
 parser.add_argument('--exit-schedule', default='{}')
 parser.add_argument('--exit-mode', choices=['exception', 'kill'], default='exception')
+parser.add_argument('--hosts-schedule', default='{}')
+parser.add_argument('--hosts-file')
 args = parser.parse_args()
 
 START_RANK = int(os.environ.get('CHORUS_RANK', os.environ.get('OMPI_COMM_WORLD_RANK', '0')))
 FIRST_GENERATION = os.environ.get('CHORUS_ELASTIC_GENERATION', '0') == '0'
 schedule = {tuple(int(x) for x in key.split(',')): ranks
             for key, ranks in json.loads(args.exit_schedule).items()}
+hosts_schedule = {int(epoch): change for epoch, change in json.loads(args.hosts_schedule).items()}
+
+
+def change_hosts(state):
+    if state.epoch not in hosts_schedule or hvd.size() == hosts_schedule[state.epoch][0]:
+        return
+    if hvd.rank() == 0:
+        tmp = args.hosts_file + '.tmp'
+        with open(tmp, 'w') as f:
+            f.write(hosts_schedule[state.epoch][1])
+        os.replace(tmp, args.hosts_file)
+    give_up = time.monotonic() + 60
+    while time.monotonic() < give_up:
+        state.check_host_updates()  # raises HostsUpdatedInterrupt on every rank together
+        time.sleep(0.02)
+    raise RuntimeError(f'no host update from chorusrun within 60 s at epoch {state.epoch}')
 
 hvd.init()
 torch.manual_seed(7)
@@ -49,15 +74,17 @@ torch.set_num_threads(1)
 g = torch.Generator().manual_seed(11)
 features = torch.randn(args.train_size, 32, generator=g)
 labels = (features[:, :4].sum(dim=1) > 0).long() + 2 * (features[:, 4] > 0).long()
-dataset = torch.utils.data.TensorDataset(features, labels)
+dataset = torch.utils.data.TensorDataset(features, labels, torch.arange(args.train_size))
 sampler = hvd.elastic.ElasticSampler(dataset, shuffle=True, seed=5)
 loader = torch.utils.data.DataLoader(dataset, batch_size=args.batch_size, sampler=sampler)
 
 model = torch.nn.Sequential(torch.nn.Linear(32, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
 optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9),
                                      named_parameters=model.named_parameters())
+# seen: the sample indices the epoch trained on, over all ranks (gathered every batch, so the
+# same list on every rank); replaced, never mutated, so a commit keeps its own version.
 state = hvd.elastic.TorchState(model=model, optimizer=optimizer, train_sampler=sampler, epoch=0,
-                               commits=0)
+                               commits=0, seen=[])
 resets = 0  # this process's, not part of the state (a sync would overwrite it)
 
 
@@ -77,8 +104,9 @@ def commit():
 @hvd.elastic.run
 def train(state):
     while state.epoch < args.epochs:
+        change_hosts(state)
         ran = 0
-        for batch_idx, (data, target) in enumerate(loader):
+        for batch_idx, (data, target, index) in enumerate(loader):
             if FIRST_GENERATION and START_RANK in schedule.get((state.epoch, batch_idx), []):
                 if args.exit_mode == 'kill':
                     os.kill(os.getpid(), signal.SIGKILL)
@@ -86,6 +114,7 @@ def train(state):
             optimizer.zero_grad()
             F.cross_entropy(state.model(data), target).backward()
             optimizer.step()
+            state.seen = state.seen + hvd.allgather(index, name='seen').tolist()
             state.train_sampler.record_batch(batch_idx, args.batch_size)
             ran += 1
             if (batch_idx + 1) % args.batches_per_commit == 0:
@@ -93,9 +122,11 @@ def train(state):
         print('EPOCH ' + json.dumps({
             'epoch': state.epoch, 'batches': ran, 'samples': state.train_sampler.processed_num,
             'commits': state.commits, 'hostname': os.environ.get('CHORUS_HOSTNAME', 'mpi'),
+            'seen_total': len(state.seen), 'seen_unique': len(set(state.seen)),
             'start_rank': START_RANK, 'rank': hvd.rank(), 'size': hvd.size(),
             'resets': resets}), flush=True)
         state.epoch += 1
+        state.seen = []
         state.train_sampler.set_epoch(state.epoch)
         commit()
 

@@ -153,6 +153,11 @@ class OptimizerStateHandler(StateHandler):
                                                      self.value.state_dict())
 
     def restore(self):
+        # A failure may have hit a backward pass half-way (an allreduce hook, synchronize): a
+        # DistributedOptimizer forgets what it had in flight, so training can step again.
+        forget = getattr(self.value, "_forget_handles", None)
+        if forget is not None:
+            forget()
         # load_state_dict casts the saved state to each parameter's device and dtype.
         self.value.load_state_dict(self._saved_optimizer_state)
 
