@@ -576,7 +576,11 @@ std::optional<int> Driver::HandleExits(const std::vector<Supervisor::Exit>& exit
       RecordLoss(*it, "left after SIGTERM", /*failed=*/false);
       continue;
     }
-    RecordLoss(*it, DescribeExit(e.exit), /*failed=*/true);
+    std::string why = DescribeExit(e.exit);
+    if (remote && !e.exit.signaled && e.exit.code == 255) {
+      absl::StrAppend(&why, " (ssh's own failure: host unreachable or connection lost)");
+    }
+    RecordLoss(*it, why, /*failed=*/true);
   }
   return std::nullopt;
 }

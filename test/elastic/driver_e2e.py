@@ -29,14 +29,17 @@ CASE_TIMEOUT = 30  # seconds, per case
 failures = []
 
 # A stand-in ssh: runs the remote command here, in a session of its own as sshd would, and exits
-# with its status (255 when it was killed by a signal, as ssh does).
+# with its status (255 when it was killed by a signal, or for hosts named "down*", as ssh does
+# when it cannot connect).
 FAKE_SSH = r'''#!/usr/bin/python3
 import os, sys
 args = sys.argv[1:]
 i = 0
 while i < len(args) and args[i].startswith('-'):
     i += 2 if args[i] in ('-o', '-p', '-i') else 1
-command = ' '.join(args[i + 1:])
+host, command = args[i], ' '.join(args[i + 1:])
+if host.startswith('down'):
+    sys.exit(255)  # as ssh does when it cannot connect
 if command == 'true':
     sys.exit(0)
 pid = os.fork()
@@ -514,6 +517,20 @@ def test_rogue_rendezvous_calls_are_refused(c, jobs):
     assert ranks(g1) == [(0, 3, 'localhost'), (1, 3, 'localhost'), (2, 3, '127.0.0.1')], g1
 
 
+@case
+def test_unreachable_remote_host_is_blacklisted(c, jobs):
+    # ssh cannot reach a host discovery lists (the stand-in ssh exits 255 for hosts named
+    # "down*"): its worker fails, the host is blacklisted with ssh named, the job goes on.
+    job = start(jobs, c, 'sshdown', 'downhost:1\nlocalhost:1\n', {'g1r0': 'exit:0'},
+                ['-np', '1'], fake_ssh=True)
+    g1 = job.wait_generation(1, 1)
+    assert ranks(g1) == [(0, 1, 'localhost')], ranks(g1)
+    assert job.finish() == 0
+    err = job.stderr()
+    assert ("rank 0 on downhost exited with code 255 (ssh's own failure: host unreachable or "
+            "connection lost); downhost blacklisted") in err, err
+
+
 CASES = [test_grow_then_shrink, test_failure_blacklists_host, test_every_host_blacklisted,
          test_min_np_not_reachable, test_reset_limit_1_ends_the_job,
          test_reset_limit_2_allows_two_resets, test_sigterm_is_not_blacklisted,
@@ -522,7 +539,8 @@ CASES = [test_grow_then_shrink, test_failure_blacklists_host, test_every_host_bl
          test_fixed_hosts_with_min_np, test_sigint_is_forwarded,
          test_hanging_discovery_does_not_block_the_loop, test_max_np_caps_the_world,
          test_silent_worker_is_killed, test_rank_0_killed, test_worker_lost_during_reset,
-         test_remote_sigterm_is_graceful, test_rogue_rendezvous_calls_are_refused]
+         test_remote_sigterm_is_graceful, test_rogue_rendezvous_calls_are_refused,
+         test_unreachable_remote_host_is_blacklisted]
 
 
 def main():
