@@ -103,7 +103,7 @@ class MembershipWatcher {
   MembershipWatcher(std::shared_ptr<RendezvousClient> client, std::string worker_id,
                     int64_t generation);
   void ThreadMain();
-  void Apply(const chorus::rendezvous::Generation& g);
+  void Apply(const chorus::rendezvous::Generation& g) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::shared_ptr<RendezvousClient> client_;
   const std::string worker_id_;
