@@ -123,7 +123,8 @@ class Driver {
   std::optional<int> Reform(const RankAssignment& next, std::vector<launcher::HostSlots> ordered);
   // Logs the reset line of the generation starting with `next` and publishes its notice.
   void AnnounceGeneration(const std::vector<Member>& next);
-  // Starts the members of `next` that have no process yet. On failure: the exit status.
+  // Starts the members of `next` that have no process yet and points every member's output at
+  // the generation's sink. On failure: the exit status.
   std::optional<int> StartNewMembers(std::vector<Member>& next);
   absl::StatusOr<launcher::WorkerSpec> SpecFor(const launcher::RankPlacement& p, int generation,
                                                const std::string& worker_id);
@@ -432,20 +433,23 @@ void Driver::AnnounceGeneration(const std::vector<Member>& next) {
 }
 
 std::optional<int> Driver::StartNewMembers(std::vector<Member>& next) {
+  // One sink per generation, labelling every member with its rank in it: survivors are
+  // redirected there, so their lines carry their new ranks.
   std::vector<int> ranks;
-  for (const Member& m : next) {
-    if (m.id == kNotStarted) ranks.push_back(m.assignment.placement.rank);
-  }
-  if (ranks.empty()) return std::nullopt;
+  for (const Member& m : next) ranks.push_back(m.assignment.placement.rank);
   sinks_.push_back(std::make_unique<launcher::TerminalSink>(ranks, o_.prefix_output_with_timestamp,
                                                             stdout, stderr));
-  int index = 0;
-  for (Member& m : next) {
-    if (m.id != kNotStarted) continue;
+  for (size_t index = 0; index < next.size(); ++index) {
+    Member& m = next[index];
+    if (m.id != kNotStarted) {
+      supervisor_->Redirect(m.id, sinks_.back().get(), static_cast<int>(index));
+      continue;
+    }
     const launcher::RankPlacement& p = m.assignment.placement;
     absl::StatusOr<launcher::WorkerSpec> spec = SpecFor(p, generation_, m.worker_id);
-    absl::StatusOr<int> id = spec.ok() ? supervisor_->Start(*spec, sinks_.back().get(), index++)
-                                       : absl::StatusOr<int>(spec.status());
+    absl::StatusOr<int> id =
+        spec.ok() ? supervisor_->Start(*spec, sinks_.back().get(), static_cast<int>(index))
+                  : absl::StatusOr<int>(spec.status());
     if (!id.ok()) {
       members_ = next;
       StopAll(SIGKILL);

@@ -128,6 +128,19 @@ void Supervisor::Reap(Events* events) {
   }
 }
 
+void Supervisor::Redirect(int id, launcher::OutputSink* sink, int sink_index) {
+  auto it = workers_.find(id);
+  if (it == workers_.end()) return;
+  Worker& w = it->second;
+  for (int stream = 0; stream < 2; ++stream) {
+    if (w.fds[stream] < 0) continue;
+    w.sink->Close(w.sink_index,
+                  stream == 0 ? launcher::OutputStream::kStdout : launcher::OutputStream::kStderr);
+  }
+  w.sink = sink;
+  w.sink_index = sink_index;
+}
+
 void Supervisor::CloseOutput(Worker& w, int stream) {
   if (w.fds[stream] < 0) return;
   CloseFd(&w.fds[stream]);

@@ -73,6 +73,11 @@ class Supervisor {
   absl::StatusOr<int> Start(const launcher::WorkerSpec& spec, launcher::OutputSink* sink,
                             int sink_index);
 
+  // From now on worker `id`'s output goes to `sink` as `sink_index` (an elastic survivor takes its
+  // new rank's label): its open streams are closed on the old sink first (which emits a partial
+  // last line there). No-op for an unknown id.
+  void Redirect(int id, launcher::OutputSink* sink, int sink_index);
+
   // Sends `sig` to worker `id`'s process group and closes its stdin; SIGKILL follows after the
   // grace period unless it has ended. A second Stop() sends SIGKILL at once. No-op for a worker
   // already reaped.

@@ -445,6 +445,11 @@ def test_rank_0_killed(c, jobs):
     assert_synced_on_a_commit(g1)
     assert g1[0]['total'] == 3 * g1[0]['step'], g1
     assert job.finish() == 0
+    # The survivors' output carries their new ranks.
+    out = job.stdout().splitlines()
+    for rank in (0, 1):
+        assert any(l.startswith(f'[{rank}]<stdout>:{{') and '"gen": 1' in l and
+                   f'"rank": {rank},' in l for l in out), out
 
 
 @case
