@@ -372,12 +372,13 @@ std::vector<PreviousWorker> Driver::AliveMembers() const {
 absl::StatusOr<launcher::WorkerSpec> Driver::SpecFor(const launcher::RankPlacement& p,
                                                      int generation, const std::string& worker_id) {
   launcher::RendezvousInfo rendezvous = rendezvous_;
-  rendezvous.scope = absl::StrCat("world/", generation);
   const bool remote = !launcher::IsLocalHost(p.host, this_host_);
   if (remote) rendezvous.address = absl::StrCat(this_host_, ":", server_->port());
   std::vector<launcher::EnvVar> rank_vars = launcher::RankEnvironment(p, rendezvous);
+  // The variables that change with the generation (rank numbers, scope, generation) are the
+  // ones a survivor adopts from the notice; appended, they win over RankEnvironment's.
+  for (launcher::EnvVar& v : GenerationVariables(p, generation)) rank_vars.push_back(std::move(v));
   rank_vars.emplace_back("CHORUS_ELASTIC", "1");
-  rank_vars.emplace_back(kGenerationVar, absl::StrCat(generation));
   rank_vars.emplace_back(kWorkerIdVar, worker_id);
   rank_vars.emplace_back("CHORUS_ELASTIC_TIMEOUT",
                          absl::StrCat(absl::ToInt64Seconds(settings_.elastic_timeout)));
