@@ -124,7 +124,7 @@ class Store {
     std::unique_lock<std::mutex> lock(mu_);
     size_t present = 0;  // keys[0, present) exist; keys are never removed
     auto done = [&] {
-      if (shutting_down_ || !CheckGeneration(generation, scope).ok()) return true;
+      if (shutting_down_ || generation != JobGeneration()) return true;
       auto scope_it = scopes_.find(scope);
       if (scope_it == scopes_.end()) return false;
       while (present < keys.size() && scope_it->second.contains(keys[present])) ++present;
@@ -259,10 +259,13 @@ class Store {
         ") of scope ", Quote(scope), " not published within ", absl::FormatDuration(timeout)));
   }
 
+  // The generation calls must carry (before the first publish, 0). mu_ held.
+  int64_t JobGeneration() const { return std::max<int64_t>(Current(), 0); }
+
   // FailedPrecondition for a call of an older generation than the job's, InvalidArgument for a
   // newer one (before the first publish, the job counts as generation 0). mu_ held.
   absl::Status CheckGeneration(int64_t generation, const std::string& scope) const {
-    const int64_t current = std::max<int64_t>(Current(), 0);
+    const int64_t current = JobGeneration();
     if (generation < current) {
       return absl::FailedPreconditionError(absl::StrCat("stale generation ", generation,
                                                         ": the job is at generation ", current,

@@ -75,24 +75,33 @@ log::Level ParseLevel(const std::string& name) {
   return log::Level::kWarning;
 }
 
-}  // namespace
+// What Reform needs to form the world again: whether Init ran on MPI_COMM_WORLD (or without
+// MPI). A caller's communicator is only borrowed for Init (the runtime duplicates it).
+bool& InitOnWorld() ABSL_EXCLUSIVE_LOCKS_REQUIRED(SlotMutex()) {
+  static bool on_world = true;
+  return on_world;
+}
 
-absl::Status Init(const InitOptions& options) {
-  MutexLock lock(&SlotMutex());
-  if (Slot() != nullptr) return absl::OkStatus();
+struct World {
+  runtime::Config config;
+  std::unique_ptr<runtime::Controller> controller;
+};
+
+// Reads the configuration and forms the world it describes (collective over that world).
+absl::StatusOr<World> FormWorld(const void* mpi_comm) {
   absl::StatusOr<runtime::Config> config = runtime::Config::FromEnvironment();
   if (config.ok()) log::SetLevel(ParseLevel(config->log_level));
   // A bad variable still joins the world (with the default controller) to fail everywhere.
   CHORUS_ASSIGN_OR_RETURN(
       std::unique_ptr<runtime::Controller> controller,
-      runtime::CreateController(config.ok() ? *config : runtime::Config{}, options.mpi_comm));
+      runtime::CreateController(config.ok() ? *config : runtime::Config{}, mpi_comm));
   const Topology topology = controller->topology();
   log::SetRankTag(topology.rank, topology.local_rank);
   if (const runtime::MembershipWatcher* watcher = runtime::MembershipWatcher::Current();
       watcher != nullptr && config.ok()) {
     config->timeline = runtime::PerGenerationPath(config->timeline, watcher->adopted());
   }
-  // A bad variable on one rank must fail init on every rank, not leave the others waiting.
+  // A bad variable on one rank must fail on every rank, not leave the others waiting.
   std::vector<uint64_t> config_ok = {config.ok() ? ~uint64_t{0} : 0};
   CHORUS_RETURN_IF_ERROR(controller->AllreduceBitAnd(absl::MakeSpan(config_ok)));
   if (!config.ok()) {
@@ -104,10 +113,29 @@ absl::Status Init(const InitOptions& options) {
         absl::StrCat("chorus init failed on another rank (rank ", topology.rank,
                      " is fine): a CHORUS_*/HOROVOD_* variable there is invalid; see its error"));
   }
+  return World{*std::move(config), std::move(controller)};
+}
+
+// Empties the slot; returns what it held.
+std::shared_ptr<runtime::Runtime> TakeSlot() ABSL_EXCLUSIVE_LOCKS_REQUIRED(SlotMutex()) {
+  std::shared_ptr<runtime::Runtime> rt = std::move(Slot());
+  Slot().reset();
+  SlotChanged();
+  return rt;
+}
+
+}  // namespace
+
+absl::Status Init(const InitOptions& options) {
+  MutexLock lock(&SlotMutex());
+  if (Slot() != nullptr) return absl::OkStatus();
+  CHORUS_ASSIGN_OR_RETURN(World world, FormWorld(options.mpi_comm));
   CHORUS_ASSIGN_OR_RETURN(
       std::unique_ptr<runtime::Runtime> rt,
-      runtime::Runtime::Create(*std::move(config), std::move(controller), options.process_sets));
+      runtime::Runtime::Create(std::move(world.config), std::move(world.controller),
+                               options.process_sets));
   Slot() = std::move(rt);
+  InitOnWorld() = options.mpi_comm == nullptr;
   SlotChanged();
   return absl::OkStatus();
 }
@@ -116,13 +144,46 @@ absl::Status Shutdown() {
   std::shared_ptr<runtime::Runtime> rt;
   {
     MutexLock lock(&SlotMutex());
-    rt = std::move(Slot());
-    Slot().reset();
-    SlotChanged();
+    rt = TakeSlot();
   }
   t_runtime = ThreadRuntime{};  // this thread's reference goes now, not at its next call
   if (rt != nullptr) rt->Shutdown();
   return absl::OkStatus();
+}
+
+absl::Status Suspend() {
+  CHORUS_ASSIGN_OR_RETURN(auto rt, Current());
+  rt->Shutdown("chorus is suspended until its world is re-formed");
+  return absl::OkStatus();
+}
+
+absl::Status Reform() {
+  std::shared_ptr<runtime::Runtime> rt;
+  {
+    MutexLock lock(&SlotMutex());
+    rt = Slot();
+    if (rt == nullptr) {
+      return absl::FailedPreconditionError("chorus is not initialized; call init() first");
+    }
+    if (!InitOnWorld()) {
+      return absl::FailedPreconditionError(
+          "chorus was initialized on a communicator of the caller's, which it cannot form "
+          "again: call shutdown() and init(comm) instead of re-forming");
+    }
+  }
+  // Stopped first (collective over the old world), then formed again; the slot keeps the same
+  // runtime, so no thread's reference changes (Note [Per-thread runtime reference]).
+  rt->Shutdown("chorus is re-forming its world");
+  absl::StatusOr<World> world = FormWorld(nullptr);
+  absl::Status status = world.ok()
+                            ? rt->Reform(std::move(world->config), std::move(world->controller))
+                            : world.status();
+  if (!status.ok()) {
+    MutexLock lock(&SlotMutex());
+    if (Slot() == rt) TakeSlot();
+    t_runtime = ThreadRuntime{};
+  }
+  return status;
 }
 
 bool IsInitialized() {

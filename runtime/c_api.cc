@@ -113,6 +113,14 @@ int chorus_shutdown(void) {
   return Guard([] { return Report(chorus::Shutdown()); });
 }
 
+int chorus_suspend(void) {
+  return Guard([] { return Report(chorus::Suspend()); });
+}
+
+int chorus_reform(void) {
+  return Guard([] { return Report(chorus::Reform()); });
+}
+
 int chorus_is_initialized(void) {
   return Guard([] { return chorus::IsInitialized() ? 1 : 0; });
 }

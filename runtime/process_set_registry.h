@@ -29,6 +29,11 @@ class ProcessSetRegistry {
     MutexLock lock(&mu_);
     sets_.erase(id);
   }
+  // Forgets every set (a runtime re-formed in place registers the new world's global set).
+  void Clear() ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(&mu_);
+    sets_.clear();
+  }
   // The set's world ranks (ascending), or nullopt if no such set.
   std::optional<std::vector<int32_t>> Ranks(int32_t id) const ABSL_LOCKS_EXCLUDED(mu_) {
     MutexLock lock(&mu_);

@@ -178,18 +178,11 @@ void FillWireRequest(const OpRequest& r, int32_t rank, const std::string& group_
 
 Runtime::Runtime(Config config) : config_(std::move(config)) {}
 
-absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(
-    Config config, std::unique_ptr<Controller> controller,
-    std::vector<std::vector<int32_t>> process_sets,
-    std::shared_ptr<ops::gpu::GpuPlatform> gpu_platform) {
-  std::unique_ptr<Runtime> runtime(new Runtime(config));
-  runtime->gpu_platform_ =
-      gpu_platform != nullptr ? std::move(gpu_platform) : ops::gpu::DefaultGpuPlatform();
-  runtime->topology_ = controller->topology();
-  runtime->controller_name_ = controller->name();
+std::unique_ptr<timeline::Timeline> Runtime::MakeTimeline(const Config& config,
+                                                          const Topology& topology) {
   timeline::Timeline::Settings settings;
-  settings.rank = runtime->topology_.rank;
-  settings.size = runtime->topology_.size;
+  settings.rank = topology.rank;
+  settings.size = topology.size;
   char host[256] = {};
   if (::gethostname(host, sizeof(host) - 1) == 0) settings.hostname = host;
   settings.all_ranks = config.timeline_all_ranks;
@@ -197,21 +190,54 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(
   settings.queue_events = static_cast<size_t>(config.timeline_queue_events);
   settings.start_cycle = config.timeline_start_cycle;
   settings.stop_cycle = config.timeline_stop_cycle;
-  runtime->timeline_ = std::make_unique<timeline::Timeline>(std::move(settings));
-  runtime->loop_ = std::make_unique<BackgroundLoop>(
-      std::move(config), std::move(controller), &runtime->queue_, &runtime->entry_pool_,
-      &runtime->registry_, &runtime->handles_, runtime->timeline_.get(), runtime->gpu_platform_);
-  absl::Status started = runtime->loop_->Start(std::move(process_sets));
-  if (!started.ok()) {
-    runtime->queue_.Close(absl::StrCat("chorus failed to start: ", started.ToString()));
-    return started;
-  }
+  return std::make_unique<timeline::Timeline>(std::move(settings));
+}
+
+absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(
+    Config config, std::unique_ptr<Controller> controller,
+    std::vector<std::vector<int32_t>> process_sets,
+    std::shared_ptr<ops::gpu::GpuPlatform> gpu_platform) {
+  std::unique_ptr<Runtime> runtime(new Runtime(config));
+  runtime->gpu_platform_ =
+      gpu_platform != nullptr ? std::move(gpu_platform) : ops::gpu::DefaultGpuPlatform();
+  MutexLock serial(&runtime->shutdown_mu_);
+  WriterMutexLock world(&runtime->world_mu_);
+  runtime->topology_ = controller->topology();
+  runtime->controller_name_ = controller->name();
+  runtime->timeline_ = MakeTimeline(config, runtime->topology_);
+  CHORUS_RETURN_IF_ERROR(runtime->StartLoop(std::move(controller), std::move(process_sets)));
   return runtime;
+}
+
+absl::Status Runtime::StartLoop(std::unique_ptr<Controller> controller,
+                                std::vector<std::vector<int32_t>> process_sets) {
+  // Open before the loop's first cycle (a closed queue asks every rank to stop). Pushes wait
+  // for world_mu_, held by the caller until the loop has started (or failed to).
+  queue_.Reopen();
+  loop_ = std::make_unique<BackgroundLoop>(config_, std::move(controller), &queue_, &entry_pool_,
+                                           &registry_, &handles_, timeline_.get(), gpu_platform_);
+  absl::Status started = loop_->Start(std::move(process_sets));
+  if (!started.ok()) {
+    queue_.Close(absl::StrCat("chorus failed to start: ", started.ToString()));
+    loop_.reset();  // its thread has exited
+  }
+  return started;
 }
 
 Runtime::~Runtime() { Shutdown(); }
 
+Topology Runtime::topology() const {
+  ReaderMutexLock lock(&world_mu_);
+  return topology_;
+}
+
+std::string Runtime::controller_name() const {
+  ReaderMutexLock lock(&world_mu_);
+  return controller_name_;
+}
+
 absl::Status Runtime::StartTimeline(const std::string& path, bool mark_cycles) {
+  ReaderMutexLock lock(&world_mu_);
   if (config_.timeline.empty()) {
     return absl::FailedPreconditionError(
         "Set CHORUS_TIMELINE=DYNAMIC (or HOROVOD_TIMELINE=DYNAMIC) to enable dynamic timeline "
@@ -222,15 +248,42 @@ absl::Status Runtime::StartTimeline(const std::string& path, bool mark_cycles) {
 }
 
 absl::Status Runtime::StopTimeline() {
+  ReaderMutexLock lock(&world_mu_);
   timeline_->Stop();
   return absl::OkStatus();
 }
 
-void Runtime::Shutdown() {
+void Runtime::Shutdown(std::string why) {
   MutexLock lock(&shutdown_mu_);
+  StopLoop(std::move(why));
+}
+
+void Runtime::StopLoop(std::string why) {
   if (loop_ == nullptr) return;
-  queue_.Close("chorus was shut down");
+  queue_.Close(std::move(why));
   loop_.reset();  // joins the thread once every rank has agreed to stop
+}
+
+absl::Status Runtime::Reform(Config config, std::unique_ptr<Controller> controller) {
+  MutexLock serial(&shutdown_mu_);
+  StopLoop("chorus is re-forming its world");
+  // No loop runs: nothing reads the old timeline or writes the registry any more, and the
+  // queue is closed and empty (the loop failed what it held).
+  std::unique_ptr<timeline::Timeline> timeline = MakeTimeline(config, controller->topology());
+  {
+    MutexLock lock(&name_mu_);
+    auto_names_.clear();
+  }
+  WriterMutexLock world(&world_mu_);
+  const Topology old = topology_;
+  topology_ = controller->topology();
+  controller_name_ = controller->name();
+  config_ = std::move(config);
+  timeline_ = std::move(timeline);
+  registry_.Clear();
+  CHORUS_LOG(INFO) << "re-forming in place: rank " << old.rank << " of " << old.size
+                   << " becomes rank " << topology_.rank << " of " << topology_.size;
+  return StartLoop(std::move(controller), {});
 }
 
 void Runtime::AutoName(OpRequest& request) {
@@ -385,6 +438,7 @@ absl::StatusOr<Handle> Runtime::Enqueue(OpRequest request, DoneCallback done) {
 absl::StatusOr<Handle> Runtime::EnqueueFrom(OpRequest& request, DoneCallback done) {
   // A malformed request is reported as such even after a shutdown (which any rank may start);
   // otherwise Push says why the queue is closed (shut down, or stopped by a failure).
+  ReaderMutexLock world(&world_mu_);
   CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<TensorEntry> entry, MakeEntry(request, "", 0));
   const Handle handle = handles_.Create();
   entry->handle = handle;
@@ -414,6 +468,7 @@ absl::StatusOr<std::vector<Handle>> Runtime::EnqueueGroup(std::vector<OpRequest>
   const int32_t group_size = static_cast<int32_t>(requests.size());
   std::vector<std::unique_ptr<TensorEntry>> batch;
   std::vector<Handle> handles;
+  ReaderMutexLock world(&world_mu_);
   for (OpRequest& r : requests) {
     absl::StatusOr<std::unique_ptr<TensorEntry>> entry = MakeEntry(r, group_key, group_size);
     if (!entry.ok()) {

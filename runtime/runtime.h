@@ -5,7 +5,21 @@
 // instance over MPI; unit tests create N instances over an in-process fabric, one per
 // simulated rank.
 //
-// Thread-safety: thread-safe (see chorus.h for the contracts of each call).
+// Note [Re-forming in place]
+// An elastic job changes its world without replacing the runtime (Reform): the old loop stops
+// (after a failure it already has; every op it held failed), and a new loop over the new
+// world's controller takes its place. What belongs to the world goes with the old loop: the
+// controller and its transport, the response cache and negotiation state, the fusion buffers,
+// the GPU data plane (its NCCL communicators, aborted on a failure, are created again on the
+// first GPU op), every process set but the global one, the per-world timeline file. What
+// belongs to the process stays: this object, the handle table (handles of failed ops can still
+// be released, with their error), the entry pool's buffers, the submission queue (re-opened),
+// the GPU this process drives.
+//
+// Thread-safety: thread-safe (see chorus.h for the contracts of each call). `world_mu_` guards
+// the world's description (config, topology, timeline): an op is validated, translated and
+// queued under its reader lock, so it is checked against the world it is queued for; Reform
+// swaps them under the writer lock.
 #ifndef CHORUS_RUNTIME_RUNTIME_H_
 #define CHORUS_RUNTIME_RUNTIME_H_
 
@@ -13,6 +27,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -45,9 +60,9 @@ class Runtime {
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
 
-  const Topology& topology() const { return topology_; }
+  Topology topology() const ABSL_LOCKS_EXCLUDED(world_mu_);
   // The controller's name: "MPI", "UCX", ...
-  const std::string& controller_name() const { return controller_name_; }
+  std::string controller_name() const ABSL_LOCKS_EXCLUDED(world_mu_);
 
   absl::StatusOr<Handle> Enqueue(OpRequest request, DoneCallback done = nullptr);
   // chorus::EnqueueFrom.
@@ -71,18 +86,39 @@ class Runtime {
   const BackgroundLoop::Counters& TEST_counters() const { return loop_->counters(); }
 
   // Collective: stops the loop on every rank after the current cycle; pending ops complete
-  // with Aborted. Idempotent.
-  void Shutdown();
+  // with Aborted, later ones fail with FailedPrecondition(`why`). Idempotent (after a failure
+  // the loop has stopped already; the failure stays the reason).
+  void Shutdown(std::string why = "chorus was shut down") ABSL_LOCKS_EXCLUDED(shutdown_mu_);
+
+  // Re-forms this runtime in place over `controller`'s world (Note [Re-forming in place]):
+  // Shutdown(), then a new background loop over `controller` with `config` (the handshake is
+  // collective over the new world: every member calls Reform, or Create for a new process).
+  // Ops submitted meanwhile wait for the new world. Process sets other than the global one are
+  // dropped, unnamed barrier/join/process-set ops are numbered from zero again. On error the
+  // runtime stays stopped (every op fails with the error).
+  absl::Status Reform(Config config, std::unique_ptr<Controller> controller)
+      ABSL_LOCKS_EXCLUDED(shutdown_mu_, world_mu_);
 
  private:
   explicit Runtime(Config config);
+  // Creates the timeline of the world `topology` as `config` describes it.
+  static std::unique_ptr<timeline::Timeline> MakeTimeline(const Config& config,
+                                                          const Topology& topology);
+  // Starts a loop over `controller` (Create, Reform) with the world's description already in
+  // place, and re-opens the queue for it. On error the queue is closed with the error.
+  absl::Status StartLoop(std::unique_ptr<Controller> controller,
+                         std::vector<std::vector<int32_t>> process_sets)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shutdown_mu_, world_mu_);
+  // Closes the queue with `why` and joins the loop (nothing when none runs).
+  void StopLoop(std::string why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shutdown_mu_);
   // Checks `request` against this rank's view (ValidateRequest) and builds its entry
   // (TranslateRequest), which takes the request's contents (swapped for the recycled entry's
   // spare buffers); GPU entries also get their ready event (PrepareGpuEntry).
   // `group_key`/`group_size` mark grouped ops.
   absl::StatusOr<std::unique_ptr<TensorEntry>> MakeEntry(OpRequest& request,
                                                          const std::string& group_key,
-                                                         int32_t group_size);
+                                                         int32_t group_size)
+      ABSL_SHARED_LOCKS_REQUIRED(world_mu_);
   // The process set an op runs in, as this rank sees it.
   struct ProcessSetView {
     bool global = true;  // the global set (id 0): every rank, never removed
@@ -93,37 +129,44 @@ class Runtime {
   // (CheckProcessSetMembership); a data op's tensors and rules (ValidateDataOp); an
   // add_process_set's ranks (CheckProcessSetRanks). InvalidArgument naming the tensor, or
   // Unimplemented for Adasum. Cross-rank agreement is the coordinator's (runtime/coordinator.h).
-  absl::Status ValidateRequest(OpRequest& request);
+  absl::Status ValidateRequest(OpRequest& request) ABSL_SHARED_LOCKS_REQUIRED(world_mu_);
   // The op's set exists and holds this rank (remove_process_set: exists and is not the global
   // set; add_process_set and join: no set to check).
-  absl::StatusOr<ProcessSetView> CheckProcessSetMembership(const OpRequest& request) const;
+  absl::StatusOr<ProcessSetView> CheckProcessSetMembership(const OpRequest& request) const
+      ABSL_SHARED_LOCKS_REQUIRED(world_mu_);
   // allreduce ... alltoall, in `set`: valid input (and allreduce output) tensors, reduce op,
   // wire dtype, GPU dtype support, a first dimension where one is split, the broadcast root
   // (CheckRootRank) and alltoall splits.
-  absl::Status ValidateDataOp(const OpRequest& request, const ProcessSetView& set) const;
+  absl::Status ValidateDataOp(const OpRequest& request, const ProcessSetView& set) const
+      ABSL_SHARED_LOCKS_REQUIRED(world_mu_);
   // Takes an entry from the pool, fills its wire request from `request` and swaps `request`
   // into it (the request keeps the entry's spare buffers). Stamps the enqueue time when a
   // timeline is configured. REQUIRES: ValidateRequest(request) is OK.
   std::unique_ptr<TensorEntry> TranslateRequest(OpRequest& request, const std::string& group_key,
-                                                int32_t group_size);
+                                                int32_t group_size)
+      ABSL_SHARED_LOCKS_REQUIRED(world_mu_);
   // Names barrier/join/process-set ops left unnamed, identically on every rank.
   void AutoName(OpRequest& request);
   // broadcast: the root (a world rank) exists and belongs to the op's process set.
-  absl::Status CheckRootRank(const OpRequest& request, bool global_set) const;
+  absl::Status CheckRootRank(const OpRequest& request, bool global_set) const
+      ABSL_SHARED_LOCKS_REQUIRED(world_mu_);
   // GPU tensors: the device is usable and the one this process drives; records the entry's
   // ready event on the op's stream.
   absl::Status PrepareGpuEntry(TensorEntry& entry);
 
-  Config config_;
-  Topology topology_;
-  std::string controller_name_;
-  EntryPool entry_pool_;  // outlives loop_
+  // The world's description (Note [Re-forming in place]).
+  mutable SharedMutex world_mu_;
+  Config config_ ABSL_GUARDED_BY(world_mu_);
+  Topology topology_ ABSL_GUARDED_BY(world_mu_);
+  std::string controller_name_ ABSL_GUARDED_BY(world_mu_);
+  std::unique_ptr<timeline::Timeline> timeline_ ABSL_GUARDED_BY(world_mu_);  // outlives loop_
+  EntryPool entry_pool_;                                                     // outlives loop_
   SubmissionQueue queue_;
   ProcessSetRegistry registry_;
   // A thread blocking on an op ends the loop's batching window (SubmissionQueue::Hurry).
   HandleTable handles_{[this] { queue_.Hurry(); }};
-  std::unique_ptr<timeline::Timeline> timeline_;  // outlives loop_
-  std::unique_ptr<BackgroundLoop> loop_;
+  Mutex shutdown_mu_;                     // serialises Shutdown and Reform
+  std::unique_ptr<BackgroundLoop> loop_;  // replaced under shutdown_mu_
 
   std::shared_ptr<ops::gpu::GpuPlatform> gpu_platform_;
   // The GPU this process drives: the device of its first GPU tensor (-1 until then).
@@ -132,7 +175,6 @@ class Runtime {
   Mutex name_mu_;
   // (op type, process set) -> number of unnamed ops of that kind so far.
   std::map<std::pair<int32_t, int32_t>, int64_t> auto_names_ ABSL_GUARDED_BY(name_mu_);
-  Mutex shutdown_mu_;  // serialises Shutdown
 };
 
 }  // namespace chorus::runtime

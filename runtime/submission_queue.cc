@@ -1,6 +1,7 @@
 #include "runtime/submission_queue.h"
 
 #include <algorithm>
+#include <cassert>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -108,6 +109,14 @@ void SubmissionQueue::Close(std::string why) {
   closed_why_ = std::move(why);
   work_cv_.notify_all();
   quiet_cv_.notify_all();
+}
+
+void SubmissionQueue::Reopen() {
+  MutexLock lock(&mu_);
+  assert(queued_.empty() && in_flight_.empty());
+  closed_ = false;
+  closed_why_.clear();
+  hurry_ = false;
 }
 
 bool SubmissionQueue::closed() const {

@@ -57,6 +57,9 @@ class SubmissionQueue {
 
   // Refuses further pushes with FailedPrecondition(why) and wakes the waiter.
   void Close(std::string why) ABSL_LOCKS_EXCLUDED(mu_);
+  // Accepts pushes again (a runtime re-formed in place starts a new loop on this queue).
+  // REQUIRES: no loop runs, and the last one drained the queue and completed what it took.
+  void Reopen() ABSL_LOCKS_EXCLUDED(mu_);
   bool closed() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:

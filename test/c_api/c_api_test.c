@@ -1,23 +1,23 @@
 /* The C ABI of libchorus.so, from C, across real processes (run under mpirun -np 2 and 3).
  * Links only libchorus.so. Prints "N passed, M failed" and exits non-zero on any failure. */
+#include "chorus/c_api.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "chorus/c_api.h"
-
 static int g_passed = 0, g_failed = 0;
 static int g_rank = -1;
 
-#define EXPECT(cond)                                                            \
-  do {                                                                          \
-    if (cond) {                                                                 \
-      ++g_passed;                                                               \
-    } else {                                                                    \
-      ++g_failed;                                                               \
-      fprintf(stderr, "rank %d: %s:%d: EXPECT(%s) failed (last error: %s)\n", g_rank, \
-              __FILE__, __LINE__, #cond, chorus_last_error());                  \
-    }                                                                           \
+#define EXPECT(cond)                                                                            \
+  do {                                                                                          \
+    if (cond) {                                                                                 \
+      ++g_passed;                                                                               \
+    } else {                                                                                    \
+      ++g_failed;                                                                               \
+      fprintf(stderr, "rank %d: %s:%d: EXPECT(%s) failed (last error: %s)\n", g_rank, __FILE__, \
+              __LINE__, #cond, chorus_last_error());                                            \
+    }                                                                                           \
   } while (0)
 
 enum { kUint8 = 0, kInt32 = 3, kFloat32 = 7 };
@@ -199,8 +199,35 @@ int main(void) {
   EXPECT(chorus_enqueue(&bad_root, NULL, NULL, &h) == kInvalidArgument);
   EXPECT(strstr(chorus_last_error(), "root rank") != NULL);
 
+  /* Suspend and reform (what an elastic reset does; here the world formed again is the same
+   * MPI world): the runtime stays initialised, new ops fail until the reform, a handle of the
+   * old world stays valid, and the new world computes. */
+  for (int i = 0; i < 5; ++i) in[i] = (float)(topo.rank + 1);
+  op.reduce_op = kSum;
+  EXPECT(chorus_enqueue(&op, NULL, NULL, &h) == 0);
+  EXPECT(chorus_wait(h) == 0);
+  EXPECT(chorus_suspend() == 0);
+  EXPECT(chorus_is_initialized() == 1);
+  chorus_handle_t refused = 0;
+  EXPECT(chorus_enqueue(&op, NULL, NULL, &refused) == kFailedPrecondition);
+  EXPECT(strstr(chorus_last_error(), "suspended") != NULL);
+  EXPECT(chorus_reform() == 0);
+  EXPECT(chorus_release(h, &result) == 0);
+  chorus_result_free(result);
+  chorus_topology_t again;
+  EXPECT(chorus_topology(&again) == 0);
+  EXPECT(again.rank == topo.rank && again.size == topo.size);
+  const float rank_sum = (float)(topo.size * (topo.size + 1)) / 2.0f;
+  EXPECT(chorus_enqueue(&op, NULL, NULL, &h) == 0);
+  EXPECT(chorus_wait(h) == 0);
+  for (int i = 0; i < 5; ++i) EXPECT(out[i] == rank_sum);
+  EXPECT(chorus_release(h, &result) == 0);
+  chorus_result_free(result);
+
   EXPECT(chorus_shutdown() == 0);
   EXPECT(chorus_is_initialized() == 0);
+  EXPECT(chorus_reform() == kFailedPrecondition);
+  EXPECT(chorus_suspend() == kFailedPrecondition);
   EXPECT(chorus_shutdown() == 0); /* idempotent */
 
   printf("rank %d: %d passed, %d failed\n", g_rank, g_passed, g_failed);

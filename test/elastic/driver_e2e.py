@@ -232,8 +232,8 @@ def test_grow_then_shrink(c, jobs):
     for name in ('timeline.json', 'timeline.gen1.json', 'timeline.gen2.json'):
         with open(job.path(name)) as f:
             events = json.load(f)
-        assert any(e.get('name') == 'thread_name' and 'step' in e['args']['name']
-                   for e in events), name  # the allreduce 'step' was recorded
+        assert any(e.get('name') == 'thread_name' and 'allreduce.noname' in e['args']['name']
+                   for e in events), name  # the step's (unnamed) allreduce was recorded
 
 
 @case

@@ -36,8 +36,9 @@ give_up = time.monotonic() + 30
 resets = 0
 
 
-# Every op is named: unnamed ops get names from a per-process counter, which differs between
-# the survivors of a reset and the workers that join them.
+# The step's allreduce is unnamed: after a reset the survivors and the workers that join them
+# number unnamed ops from zero alike (were they to differ, the job would stall until every
+# worker gives up, and the test fails).
 
 
 def record(state):
@@ -92,7 +93,7 @@ def train_steps(state):
             action = 'wait'
         if os.path.exists(os.path.join(d, 'release')):
             return
-        state.total += int(hvd.allreduce(np.ones(1, dtype=np.int64), op=hvd.Sum, name='step')[0])
+        state.total += int(hvd.allreduce(np.ones(1, dtype=np.int64), op=hvd.Sum)[0])
         state.step += 1
         if state.step % COMMIT_EVERY == 0:
             state.commits += 1

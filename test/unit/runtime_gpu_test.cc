@@ -19,6 +19,7 @@
 #include "ops/gpu_platform.h"
 #include "runtime/runtime.h"
 #include "test/support/fake_gpu.h"
+#include "test/support/fast_cycle_config.h"
 #include "test/support/in_process_fabric.h"
 
 namespace chorus::runtime {
@@ -26,13 +27,6 @@ namespace {
 
 using testing::FakeGpuCluster;
 using testing::FakeGpuPlatform;
-
-Config GpuTestConfig() {
-  Config c;
-  c.cycle_time = absl::Microseconds(200);
-  c.idle_cycle_time = absl::Milliseconds(2);
-  return c;
-}
 
 // Thread-safe record of failed checks in rank threads (Catch2 is not thread-safe).
 struct Failures {
@@ -58,8 +52,9 @@ using GpuRankFn = std::function<void(GpuRank&)>;
 
 // Runs `fn` on `n` simulated ranks, each with its runtime and fake GPU platform (rank r uses
 // `devices_per_rank` devices); `after` runs on each rank after its runtime shut down.
-void RunGpuRanks(int n, const GpuRankFn& fn, Failures& f, Config config = GpuTestConfig(),
-                 int devices_per_rank = 1, const GpuRankFn& after = nullptr) {
+void RunGpuRanks(int n, const GpuRankFn& fn, Failures& f,
+                 Config config = testing::FastCycleConfig(), int devices_per_rank = 1,
+                 const GpuRankFn& after = nullptr) {
   testing::InProcessFabric fabric(n);
   FakeGpuCluster cluster;
   std::vector<std::shared_ptr<FakeGpuPlatform>> gpus;
@@ -477,7 +472,7 @@ TEST_CASE("an asynchronous NCCL error fails every pending op and aborts the comm
 
 TEST_CASE("a GPU batch that never completes times out on every rank", "[runtime][gpu]") {
   Failures f;
-  Config config = GpuTestConfig();
+  Config config = testing::FastCycleConfig();
   config.gpu_op_timeout = absl::Milliseconds(300);
   RunGpuRanks(
       2,
@@ -503,7 +498,7 @@ TEST_CASE("GPU communicators are created on first use, per stream, and destroyed
           "[runtime][gpu]") {
   const int streams = GENERATE(1, 2);
   Failures f;
-  Config config = GpuTestConfig();
+  Config config = testing::FastCycleConfig();
   config.num_nccl_streams = streams;
   RunGpuRanks(
       2,
@@ -593,7 +588,7 @@ TEST_CASE("GPU tensors without a usable device are refused at enqueue", "[runtim
               Op(OpType::kAllreduce, "c", TensorView{host.data(), DataType::kFloat32, {1}}));
           f.Check(hc.ok() && me.runtime->Wait(*hc).ok() && host[0] == 2.0f, "cpu op");
         },
-        f, GpuTestConfig(), /*devices_per_rank=*/0);
+        f, testing::FastCycleConfig(), /*devices_per_rank=*/0);
   }
   SECTION("a second GPU in one process, or one that does not exist") {
     RunGpuRanks(
@@ -620,11 +615,11 @@ TEST_CASE("GPU tensors without a usable device are refused at enqueue", "[runtim
                       absl::StrContains(hs.status().message(), "int16"),
                   hs.status().ToString());
         },
-        f, GpuTestConfig(), /*devices_per_rank=*/2);
+        f, testing::FastCycleConfig(), /*devices_per_rank=*/2);
   }
   SECTION("this build's own platform") {
     testing::InProcessFabric fabric(1);
-    auto rt = Runtime::Create(GpuTestConfig(), fabric.CreateController(0));
+    auto rt = Runtime::Create(testing::FastCycleConfig(), fabric.CreateController(0));
     REQUIRE(rt.ok());
     std::vector<float> host = {1};
     auto h = (*rt)->Enqueue(
@@ -663,7 +658,7 @@ TEST_CASE("GPU ranks may use different ordinals but must agree on CPU versus GPU
                     absl::StrContains(s.message(), "mismatched device"),
                 s.ToString());
       },
-      f, GpuTestConfig(), /*devices_per_rank=*/3);
+      f, testing::FastCycleConfig(), /*devices_per_rank=*/3);
   f.Report();
 }
 

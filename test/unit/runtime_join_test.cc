@@ -13,17 +13,11 @@
 #include <catch2/catch.hpp>
 
 #include "runtime/runtime.h"
+#include "test/support/fast_cycle_config.h"
 #include "test/support/in_process_fabric.h"
 
 namespace chorus::runtime {
 namespace {
-
-Config FastConfig() {
-  Config c;
-  c.cycle_time = absl::Microseconds(200);
-  c.idle_cycle_time = absl::Milliseconds(2);
-  return c;
-}
 
 OpRequest Allreduce(const std::string& name, std::vector<float>& d, ReduceOp op = ReduceOp::kSum) {
   OpRequest r;
@@ -59,7 +53,7 @@ void RunRanks(int n, F fn, std::vector<std::vector<std::vector<int32_t>>> sets_p
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
       auto rt = Runtime::Create(
-          FastConfig(), fabric.CreateController(r),
+          testing::FastCycleConfig(), fabric.CreateController(r),
           sets_per_rank.empty() ? std::vector<std::vector<int32_t>>{} : sets_per_rank[r]);
       fn(r, rt);
       if (rt.ok()) (*rt)->Shutdown();

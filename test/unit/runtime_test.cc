@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include <catch2/catch.hpp>
 
+#include "test/support/fast_cycle_config.h"
 #include "test/support/in_process_fabric.h"
 
 namespace chorus::runtime {
@@ -27,17 +28,11 @@ namespace {
 
 using RankFn = std::function<void(int rank, Runtime& rt)>;
 
-Config TestConfig() {
-  Config c;
-  c.cycle_time = absl::Microseconds(200);
-  c.idle_cycle_time = absl::Milliseconds(2);
-  return c;
-}
-
 // Runs `fn` on `n` simulated ranks, each with its own Runtime, and shuts them all down.
 // Failures inside rank threads are collected and reported on the main thread (Catch2's
 // assertion macros are not thread-safe).
-std::vector<std::string> RunRanks(int n, const RankFn& fn, Config config = TestConfig(),
+std::vector<std::string> RunRanks(int n, const RankFn& fn,
+                                  Config config = testing::FastCycleConfig(),
                                   std::vector<std::vector<int32_t>> sets = {}) {
   testing::InProcessFabric fabric(n);
   std::vector<std::string> errors(n);
@@ -160,7 +155,7 @@ TEST_CASE("once every rank's cached ops completed, no rank runs another cycle un
   // for local work, here for up to an hour. Judged before the execution, every rank would run
   // one more, empty, cycle after each step.
   const int n = 3;
-  Config config = TestConfig();
+  Config config = testing::FastCycleConfig();
   // A rank that judged others busy would run its empty cycle a cycle time after the last one:
   // long enough here for the count below to be read first.
   config.cycle_time = absl::Milliseconds(40);
@@ -331,7 +326,7 @@ TEST_CASE("add_process_set with invalid ranks is refused at enqueue", "[runtime]
 }
 
 TEST_CASE("stalled ops fail with DeadlineExceeded after the stall shutdown time", "[runtime]") {
-  Config config = TestConfig();
+  Config config = testing::FastCycleConfig();
   config.stall_warning_time = absl::Milliseconds(50);
   config.stall_shutdown_time = absl::Milliseconds(100);
   Failures f;

@@ -9,6 +9,7 @@ import os
 import warnings
 
 from chorus import _C
+from chorus import handles
 from chorus import process_sets as _ps
 
 # Reduction ops: the chorus::ReduceOp values of chorus/types.h, as the extension exports them.
@@ -80,6 +81,23 @@ def init(comm=None, process_sets=None):
         os.environ.update(_C.elastic_adopted_env())
     _topology = _C.topology()
     _ps._setup(sets)
+
+
+def _reform():
+    """Re-forms the initialized runtime in place (chorus._C.reform; chorus.elastic.reset says
+    when). Process sets other than the global one are dropped: their ProcessSet objects are
+    unregistered."""
+    global _topology
+    try:
+        _C.reform()
+    finally:
+        _topology = None
+        _ps._teardown()
+    if _C.elastic_worker():
+        os.environ.update(_C.elastic_adopted_env())
+    _topology = _C.topology()
+    _ps._setup([])
+    handles.restart_auto_names()
 
 
 @atexit.register

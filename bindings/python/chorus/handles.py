@@ -47,6 +47,13 @@ def op_name(kind, name, process_set):
     return "%s.noname.%d" % (kind, n)
 
 
+def restart_auto_names():
+    """Numbers unnamed ops from zero again (chorus was re-formed in place: a worker joining the
+    new world starts from zero too, so every rank names the k-th unnamed op alike)."""
+    with _name_lock:
+        _noname_counters.clear()
+
+
 def set_id(process_set):
     """The id of a registered process set; ValueError for one not (or no longer) registered."""
     if process_set.process_set_id is None:

@@ -200,12 +200,14 @@ void Init(const std::vector<std::vector<int32_t>>& process_sets, uintptr_t comm)
   if (code != 0) Raise(code, error);
 }
 
-void Shutdown() {
+// Runs `call` (a blocking, collective C call: chorus_shutdown, chorus_suspend, chorus_reform)
+// without the GIL; raises its status.
+void CallWithoutGil(int (*call)()) {
   int code;
   std::string error;
   {
     py::gil_scoped_release release;
-    code = chorus_shutdown();
+    code = call();
     if (code != 0) error = chorus_last_error();
   }
   if (code != 0) Raise(code, error);
@@ -499,7 +501,14 @@ PYBIND11_MODULE(_C, m) {
 
   m.def("init", &Init, py::arg("process_sets") = std::vector<std::vector<int32_t>>{},
         py::arg("comm") = 0);
-  m.def("shutdown", &Shutdown);
+  m.def("shutdown", [] { CallWithoutGil(&chorus_shutdown); });
+  m.def(
+      "suspend", [] { CallWithoutGil(&chorus_suspend); },
+      "Stops the background loop, keeping the runtime, until reform() (see chorus_suspend)");
+  m.def(
+      "reform", [] { CallWithoutGil(&chorus_reform); },
+      "Re-forms the runtime in place over the world the environment describes now (see "
+      "chorus_reform)");
   m.def(
       "elastic_worker", [] { return chorus_elastic_worker() == 1; },
       "True once an init ran with CHORUS_ELASTIC_WORKER_ID set (chorusrun's elastic mode)");

@@ -71,6 +71,13 @@ typedef void (*chorus_done_fn)(void* arg, int code);
 CHORUS_EXPORT int chorus_init(const void* mpi_comm, int32_t num_process_sets,
                               const int32_t* const* process_sets, const int32_t* set_sizes);
 CHORUS_EXPORT int chorus_shutdown(void);
+/* chorus::Suspend and chorus::Reform (chorus.h, Note [Re-forming in place]): an elastic reset
+ * keeps the runtime. Suspend stops the background loop (collective over the current world; new
+ * ops fail until Reform); Reform forms the world the environment describes now (an elastic
+ * worker: after chorus_elastic_adopt_next) and starts a new loop on it (collective over the new
+ * world, whose new processes call chorus_init). A failed Reform shuts chorus down. */
+CHORUS_EXPORT int chorus_suspend(void);
+CHORUS_EXPORT int chorus_reform(void);
 CHORUS_EXPORT int chorus_is_initialized(void);
 CHORUS_EXPORT int chorus_topology(chorus_topology_t* out);
 
@@ -138,15 +145,15 @@ CHORUS_EXPORT int chorus_elastic_worker(void);
  * one this worker is in): *timestamp_us the newest one's time (0: none), *result the union of
  * their kinds (1 hosts removed, 2 hosts added). Not an elastic worker: 0 and nothing. */
 CHORUS_EXPORT int chorus_elastic_take_host_updates(int64_t* timestamp_us, int32_t* result);
-/* After a reset (chorus shut down): waits up to timeout_ms for a generation newer than the one
- * this worker is in and adopts it: sets this worker's variables for it (CHORUS_RANK, ...,
- * CHORUS_RENDEZVOUS_SCOPE, CHORUS_ELASTIC_GENERATION) in the process environment, so that the
- * next chorus_init forms that world. *generation: the adopted one. NOT_FOUND: chorusrun released
- * this worker (it should exit with status 0); DEADLINE_EXCEEDED; FAILED_PRECONDITION when this
- * is not an elastic worker. (chorus_init adopts by itself when the generation it forms is
- * replaced meanwhile.) */
+/* After a reset (chorus suspended or shut down): waits up to timeout_ms for a generation newer
+ * than the one this worker is in and adopts it: sets this worker's variables for it
+ * (CHORUS_RANK, ..., CHORUS_RENDEZVOUS_SCOPE, CHORUS_ELASTIC_GENERATION) in the process
+ * environment, so that the next chorus_reform (or chorus_init) forms that world. *generation:
+ * the adopted one. NOT_FOUND: chorusrun released this worker (it should exit with status 0);
+ * DEADLINE_EXCEEDED; FAILED_PRECONDITION when this is not an elastic worker. (Forming a world
+ * adopts by itself when its generation is replaced meanwhile.) */
 CHORUS_EXPORT int chorus_elastic_adopt_next(int64_t timeout_ms, int64_t* generation);
-/* The variables this worker last adopted (by chorus_elastic_adopt_next or inside chorus_init),
+/* The variables this worker last adopted (by chorus_elastic_adopt_next or while forming a world),
  * one "NAME=value" per line; "" if none. Valid until this thread's next call of it. Bindings
  * copy them into their own view of the environment (Python's os.environ). */
 CHORUS_EXPORT const char* chorus_elastic_adopted_env(void);

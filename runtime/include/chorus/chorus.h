@@ -162,6 +162,24 @@ absl::Status Init(const InitOptions& options = {});
 // (no-op). Init may be called again afterwards (collectively).
 absl::Status Shutdown();
 
+// Note [Re-forming in place]: an elastic job's reset keeps the runtime and changes its world.
+//
+// Suspend stops the background loop as Shutdown does (collective over the current world; after
+// a failure the loop has stopped already) but keeps the runtime: IsInitialized() stays true,
+// handles can still be released (with the error of their op), and new ops fail with
+// FailedPrecondition until Reform(). Idempotent. FailedPrecondition when not initialised.
+absl::Status Suspend();
+
+// Re-forms the runtime in place over the world the environment describes now (an elastic
+// worker: the generation it adopted, see chorus_elastic_adopt_next; else the launcher's world
+// again), Suspend()ing first if needed. Collective over the new world: its new processes call
+// Init, the others Reform. Ranks, sizes and the timeline file follow the new world; the cache,
+// negotiation state, fusion buffers and GPU communicators start afresh; process sets other than
+// the global one are dropped (register them again). Needs a runtime initialised on
+// MPI_COMM_WORLD or through a launcher's rendezvous (not on a communicator of the caller's:
+// FailedPrecondition). On error chorus is shut down (Init may be called again).
+absl::Status Reform();
+
 bool IsInitialized();
 
 // FailedPrecondition when not initialised.

@@ -1,18 +1,21 @@
 """Re-forming chorus for a new membership: the one place a reset happens.
 
-A reset is shutdown() followed by init(); the process, the framework and the training state stay
-as they are. In an elastic job started by chorusrun (an elastic worker), between the two this
-worker adopts chorusrun's newest generation (chorus._C.elastic_adopt_next): its rank, size,
-local and cross ranks, CHORUS_*/HOROVOD_* variables and rendezvous scope are set for it, in
-os.environ too, so init() forms that generation's world. A worker chorusrun released (its host
-left the discovery output) leaves here with SystemExit(0). Outside an elastic job (tests and
-programs that simulate a reset) init() forms the world the launcher gave, again.
+A reset keeps the process, the framework, the training state and the chorus runtime itself
+(chorus.h, Note [Re-forming in place]): _C.suspend() stops the background loop (after a failure
+it has stopped already), and _C.reform() forms the new world and starts a new loop on it. In an
+elastic job started by chorusrun (an elastic worker), between the two this worker adopts
+chorusrun's newest generation (chorus._C.elastic_adopt_next): its rank, size, local and cross
+ranks, CHORUS_*/HOROVOD_* variables and rendezvous scope are set for it (os.environ follows
+after the reform), so the reform forms that generation's world. A worker chorusrun released (its
+host left the discovery output) leaves here with SystemExit(0). Outside an elastic job (tests
+and programs that simulate a reset) the reform forms the world the launcher gave, again.
 
-The process-set registry is re-created empty (only the global set; sets registered before must
-be added again, their ProcessSet objects are unregistered). Every rank then syncs from the new
-rank 0 (the lowest surviving old rank), whether hosts were added or removed.
+Process sets other than the global one are dropped (sets registered before must be added again,
+their ProcessSet objects are unregistered). Every rank then syncs from the new rank 0 (the
+lowest surviving old rank), whether hosts were added or removed.
 
-Collective: every rank of the new world calls it.
+Collective: every rank of the new world calls it (a worker that joins the job later calls
+init()).
 """
 
 import os
@@ -41,12 +44,16 @@ def adopt_next_generation():
             print(f'chorus: {e}; this worker exits', file=sys.stderr, flush=True)
             raise SystemExit(0)
         raise
-    os.environ.update(_C.elastic_adopted_env())
 
 
 def reset():
     elastic = _C.elastic_worker()
-    basics.shutdown()
+    if not _C.is_initialized():
+        if elastic:
+            adopt_next_generation()
+        basics.init()
+        return
+    _C.suspend()
     if elastic:
         adopt_next_generation()
-    basics.init()
+    basics._reform()
