@@ -123,6 +123,10 @@ class Driver {
   std::optional<int> Reform(const RankAssignment& next, std::vector<launcher::HostSlots> ordered);
   // Logs the reset line of the generation starting with `next` and publishes its notice.
   void AnnounceGeneration(const std::vector<Member>& next);
+  // The output sink of a generation whose members have `ranks` (index order): the terminal,
+  // or with --output-filename the rank files, shared by every generation.
+  absl::StatusOr<std::unique_ptr<launcher::OutputSink>> GenerationSink(
+      const std::vector<int>& ranks);
   // Starts the members of `next` that have no process yet and points every member's output at
   // the generation's sink. On failure: the exit status.
   std::optional<int> StartNewMembers(std::vector<Member>& next);
@@ -181,6 +185,8 @@ class Driver {
   launcher::WorkerStart start_;  // how workers are started (program, ssh, directory, secret)
   std::string ssh_missing_;      // why ssh_path is empty, when it is
   std::vector<std::unique_ptr<launcher::OutputSink>> sinks_;  // one per generation
+  // --output-filename: the first generation's sink, over whose files the later ones write.
+  launcher::FileSink* first_file_sink_ = nullptr;
 
   int generation_ = -1;
   int resets_ = 0;
@@ -433,13 +439,32 @@ void Driver::AnnounceGeneration(const std::vector<Member>& next) {
   previous_size_ = static_cast<int>(next.size());
 }
 
+absl::StatusOr<std::unique_ptr<launcher::OutputSink>> Driver::GenerationSink(
+    const std::vector<int>& ranks) {
+  if (!o_.output_filename) {
+    return std::make_unique<launcher::TerminalSink>(ranks, o_.prefix_output_with_timestamp, stdout,
+                                                    stderr);
+  }
+  absl::StatusOr<std::unique_ptr<launcher::FileSink>> files =
+      first_file_sink_ == nullptr ? launcher::FileSink::Create(*o_.output_filename, ranks)
+                                  : first_file_sink_->ForRanks(ranks);
+  if (!files.ok()) return files.status();
+  if (first_file_sink_ == nullptr) first_file_sink_ = files->get();
+  return std::unique_ptr<launcher::OutputSink>(*std::move(files));
+}
+
 std::optional<int> Driver::StartNewMembers(std::vector<Member>& next) {
   // One sink per generation, labelling every member with its rank in it: survivors are
   // redirected there, so their lines carry their new ranks.
   std::vector<int> ranks;
   for (const Member& m : next) ranks.push_back(m.assignment.placement.rank);
-  sinks_.push_back(std::make_unique<launcher::TerminalSink>(ranks, o_.prefix_output_with_timestamp,
-                                                            stdout, stderr));
+  absl::StatusOr<std::unique_ptr<launcher::OutputSink>> sink = GenerationSink(ranks);
+  if (!sink.ok()) {
+    members_ = next;
+    StopAll(SIGKILL);
+    return JobFailed(std::string(sink.status().message()));
+  }
+  sinks_.push_back(*std::move(sink));
   for (size_t index = 0; index < next.size(); ++index) {
     Member& m = next[index];
     if (m.id != kNotStarted) {

@@ -61,7 +61,8 @@ class Definitions {
     Optional("--output-filename", &o->output_filename,
              "Directory for each rank's stdout/stderr. MPI mode: passed to mpirun's "
              "--output-filename. --gloo: written to DIR/rank.<r>/stdout and DIR/rank.<r>/stderr "
-             "instead of the terminal.");
+             "instead of the terminal (elastic: appended to by whoever holds rank r in each "
+             "generation).");
     app_.add_flag("--verbose", o->verbose,
                   "Print extra messages, including the mpirun command (--gloo: each worker's "
                   "command and the rendezvous address).");
@@ -301,9 +302,6 @@ absl::Status ValidateElastic(const LaunchOptions& o) {
     return absl::InvalidArgumentError(
         "--host-discovery-script and -H/--hostfile exclude each other: the script names the "
         "hosts");
-  }
-  if (o.output_filename) {
-    return absl::UnimplementedError("--output-filename is not supported with elastic training yet");
   }
   return absl::OkStatus();
 }

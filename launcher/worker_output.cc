@@ -4,6 +4,9 @@
 
 #include <cerrno>
 #include <cstring>
+#include <map>
+#include <memory>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -70,53 +73,70 @@ void TerminalSink::Print(int index, OutputStream stream, absl::string_view line)
   std::fflush(f);
 }
 
+struct FileSink::RankFiles {
+  RankFiles() = default;
+  RankFiles(const RankFiles&) = delete;
+  RankFiles& operator=(const RankFiles&) = delete;
+  ~RankFiles() {
+    for (auto& [rank, files] : by_rank) {
+      std::fclose(files.first);
+      std::fclose(files.second);
+    }
+  }
+
+  std::string dir;
+  std::map<int, std::pair<FILE*, FILE*>> by_rank;  // (stdout, stderr); owned
+};
+
 absl::StatusOr<std::unique_ptr<FileSink>> FileSink::Create(const std::string& dir,
                                                            const std::vector<int>& ranks) {
   if (absl::Status s = MakeDirectories(dir); !s.ok()) return s;
-  std::unique_ptr<FileSink> sink(new FileSink());
+  auto files = std::make_shared<RankFiles>();
+  files->dir = dir;
+  return Make(std::move(files), ranks);
+}
+
+absl::StatusOr<std::unique_ptr<FileSink>> FileSink::ForRanks(const std::vector<int>& ranks) const {
+  return Make(files_, ranks);
+}
+
+absl::StatusOr<std::unique_ptr<FileSink>> FileSink::Make(std::shared_ptr<RankFiles> files,
+                                                         const std::vector<int>& ranks) {
   for (int rank : ranks) {
-    const std::string rank_dir = absl::StrCat(dir, "/rank.", rank);
+    if (files->by_rank.contains(rank)) continue;
+    const std::string rank_dir = absl::StrCat(files->dir, "/rank.", rank);
     if (absl::Status s = MakeDirectory(rank_dir); !s.ok()) return s;
-    std::pair<FILE*, FILE*> files = {nullptr, nullptr};
+    std::pair<FILE*, FILE*> opened = {nullptr, nullptr};
     for (const char* name : {"stdout", "stderr"}) {
       const std::string path = absl::StrCat(rank_dir, "/", name);
       FILE* f = std::fopen(path.c_str(), "we");
       if (f == nullptr) {
         const std::string why = std::strerror(errno);
-        if (files.first != nullptr) std::fclose(files.first);
+        if (opened.first != nullptr) std::fclose(opened.first);
         return absl::InternalError(
             absl::StrCat("--output-filename: cannot write '", path, "': ", why));
       }
-      (files.first == nullptr ? files.first : files.second) = f;
+      (opened.first == nullptr ? opened.first : opened.second) = f;
     }
-    sink->files_.push_back(files);
+    files->by_rank.emplace(rank, opened);
   }
+  std::unique_ptr<FileSink> sink(new FileSink());
+  sink->files_ = std::move(files);
+  sink->ranks_ = ranks;
   return sink;
 }
 
-FileSink::~FileSink() {
-  for (auto& [out, err] : files_) {
-    if (out != nullptr) std::fclose(out);
-    if (err != nullptr) std::fclose(err);
-  }
-}
-
-FILE*& FileSink::File(int index, OutputStream stream) {
-  auto& files = files_[static_cast<size_t>(index)];
+FILE* FileSink::File(int index, OutputStream stream) const {
+  const auto& files = files_->by_rank.at(ranks_[static_cast<size_t>(index)]);
   return stream == OutputStream::kStdout ? files.first : files.second;
 }
 
 void FileSink::Write(int index, OutputStream stream, absl::string_view bytes) {
   FILE* f = File(index, stream);
-  if (f == nullptr) return;
   std::fwrite(bytes.data(), 1, bytes.size(), f);
   std::fflush(f);
 }
 
-void FileSink::Close(int index, OutputStream stream) {
-  FILE*& f = File(index, stream);
-  if (f != nullptr) std::fclose(f);
-  f = nullptr;
-}
+void FileSink::Close(int index, OutputStream stream) { std::fflush(File(index, stream)); }
 
 }  // namespace chorus::launcher

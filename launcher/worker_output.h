@@ -9,7 +9,9 @@
 //   An unterminated last piece is printed as a line at EOF; a line longer than kMaxLineBytes is
 //   printed in pieces of that size.
 // - FileSink writes the bytes unchanged to DIR/rank.<r>/stdout and DIR/rank.<r>/stderr
-//   (horovodrun's --output-filename layout in gloo mode), nothing to the terminal.
+//   (horovodrun's --output-filename layout in gloo mode), nothing to the terminal. An elastic
+//   job's generations share the files (FileSink::ForRanks): rank r's files gather the output of
+//   whoever holds rank r, generation after generation.
 //
 // Thread-safety: thread-compatible (WorkerGroup calls a sink from one thread).
 #ifndef CHORUS_LAUNCHER_WORKER_OUTPUT_H_
@@ -105,16 +107,24 @@ class FileSink : public OutputSink {
   // and stderr files. Internal naming the path when one cannot be created.
   static absl::StatusOr<std::unique_ptr<FileSink>> Create(const std::string& dir,
                                                           const std::vector<int>& ranks);
-  ~FileSink() override;
+  // A sink for `ranks` (index order) over the same directory and files: a rank this job has
+  // not seen yet gets its files created (truncated), the others are written on.
+  absl::StatusOr<std::unique_ptr<FileSink>> ForRanks(const std::vector<int>& ranks) const;
 
   void Write(int index, OutputStream stream, absl::string_view bytes) override;
+  // Flushes; the files stay open while a sink over them lives (a later generation may write to
+  // the same rank).
   void Close(int index, OutputStream stream) override;
 
  private:
+  struct RankFiles;  // the directory and each rank's open files, closed with the last sink
   FileSink() = default;
-  FILE*& File(int index, OutputStream stream);
+  static absl::StatusOr<std::unique_ptr<FileSink>> Make(std::shared_ptr<RankFiles> files,
+                                                        const std::vector<int>& ranks);
+  FILE* File(int index, OutputStream stream) const;
 
-  std::vector<std::pair<FILE*, FILE*>> files_;  // (stdout, stderr) per index; owned
+  std::shared_ptr<RankFiles> files_;
+  std::vector<int> ranks_;  // per index
 };
 
 }  // namespace chorus::launcher

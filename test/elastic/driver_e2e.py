@@ -536,6 +536,31 @@ def test_unreachable_remote_host_is_blacklisted(c, jobs):
             "connection lost); downhost blacklisted") in err, err
 
 
+@case
+def test_output_filename_follows_ranks(c, jobs):
+    # --output-filename DIR: rank r's files gather the output of whoever holds rank r in each
+    # generation; nothing goes to the terminal.
+    out_dir = tempfile.mkdtemp(prefix='elastic_output_')
+    job = start(jobs, c, 'output', 'localhost:1\n', {'g1r0': 'exit:0'},
+                ['-np', '1', '--output-filename', out_dir])
+    g0 = job.wait_generation(0, 1)
+    job.write_hosts('localhost:1\n127.0.0.1:1\n')
+    g1 = job.wait_generation(1, 2)
+    status = job.finish()
+    assert status == 0, f'status {status}'
+
+    def lines(rank, stream='stdout'):
+        with open(os.path.join(out_dir, f'rank.{rank}', stream)) as f:
+            return [json.loads(l) for l in f if l.startswith('{')]
+    # Rank 0 is the same process in both generations; rank 1 is the worker generation 1 added.
+    assert [(e['gen'], e['pid']) for e in lines(0)] == [(0, g0[0]['pid']), (1, g0[0]['pid'])], \
+        lines(0)
+    assert [(e['gen'], e['pid']) for e in lines(1)] == [(1, g1[1]['pid'])], lines(1)
+    assert os.path.exists(os.path.join(out_dir, 'rank.1', 'stderr'))
+    assert '<stdout>' not in job.stdout(), job.stdout()
+    shutil.rmtree(out_dir)
+
+
 CASES = [test_grow_then_shrink, test_failure_blacklists_host, test_every_host_blacklisted,
          test_min_np_not_reachable, test_reset_limit_1_ends_the_job,
          test_reset_limit_2_allows_two_resets, test_sigterm_is_not_blacklisted,
@@ -545,7 +570,7 @@ CASES = [test_grow_then_shrink, test_failure_blacklists_host, test_every_host_bl
          test_hanging_discovery_does_not_block_the_loop, test_max_np_caps_the_world,
          test_silent_worker_is_killed, test_rank_0_killed, test_worker_lost_during_reset,
          test_remote_sigterm_is_graceful, test_rogue_rendezvous_calls_are_refused,
-         test_unreachable_remote_host_is_blacklisted]
+         test_unreachable_remote_host_is_blacklisted, test_output_filename_follows_ranks]
 
 
 def main():
