@@ -1,6 +1,7 @@
 // Runtime::Reform (runtime/runtime.h, Note [Re-forming in place]): simulated ranks as threads
 // over in-process fabrics, one fabric per world. A rank that re-forms keeps its Runtime object
 // and moves to the next world's fabric.
+#include <atomic>
 #include <latch>
 #include <mutex>
 #include <string>
@@ -162,8 +163,19 @@ TEST_CASE("re-forming a healthy world in place lets a new runtime join it", "[ru
           f.Check(Sum(*rt, f, r, "x", r + 1) == 3, r, "sum over world 1 is not 3");
           Barrier(*rt, f, r);
           Barrier(*rt, f, r);
-          // Collective over world 1 (its loop stops on both ranks), then over world 2.
+          // Collective over world 1 (its loop stops on both ranks), then over world 2. Another
+          // thread reads the world's description meanwhile: it sees world 1 or world 2.
+          std::atomic<bool> reforming{true};
+          std::thread reader([&] {
+            while (reforming.load()) {
+              const Topology seen = rt->topology();
+              f.Check(seen.rank == r && (seen.size == 2 || seen.size == 3), r,
+                      absl::StrCat("read during reform: rank ", seen.rank, " of ", seen.size));
+            }
+          });
           const absl::Status reformed = rt->Reform(ReformConfig(), world2.CreateController(r));
+          reforming.store(false);
+          reader.join();
           f.Check(reformed.ok(), r, reformed.ToString());
         }
       } else {
