@@ -61,7 +61,7 @@ void BackgroundLoop::ThreadMain(std::vector<std::vector<int32_t>> process_sets) 
     absl::Status status = RunCycle(&stop);
     if (!status.ok()) {
       CHORUS_LOG(ERROR) << "background loop stopped: " << status;
-      queue_->Close(absl::StrCat("chorus stopped after a failure: ", status.ToString()));
+      queue_->Fail(absl::StrCat("chorus stopped after a failure: ", status.ToString()));
       if (gpu_ != nullptr) {
         gpu_->Fail(status);  // aborts NCCL: nothing may wait for peers that are gone
         gpu_.reset();
@@ -71,7 +71,7 @@ void BackgroundLoop::ThreadMain(std::vector<std::vector<int32_t>> process_sets) 
       return;
     }
   }
-  queue_->Close("chorus was shut down");
+  queue_->CloseIfOpen("chorus was shut down");
   // Every rank launched the same GPU batches: they complete before the communicators go.
   gpu_.reset();
   FailAllPending(absl::AbortedError("chorus was shut down before this op completed"));

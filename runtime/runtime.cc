@@ -218,7 +218,7 @@ absl::Status Runtime::StartLoop(std::unique_ptr<Controller> controller,
                                            &registry_, &handles_, timeline_.get(), gpu_platform_);
   absl::Status started = loop_->Start(std::move(process_sets));
   if (!started.ok()) {
-    queue_.Close(absl::StrCat("chorus failed to start: ", started.ToString()));
+    queue_.Fail(absl::StrCat("chorus failed to start: ", started.ToString()));
     loop_.reset();  // its thread has exited
   }
   return started;

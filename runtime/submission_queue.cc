@@ -102,19 +102,35 @@ void SubmissionQueue::Forget(const std::vector<std::unique_ptr<TensorEntry>>& en
   for (const std::unique_ptr<TensorEntry>& entry : entries) in_flight_.erase(entry->request.name);
 }
 
-void SubmissionQueue::Close(std::string why) {
-  MutexLock lock(&mu_);
-  if (closed_) return;
+void SubmissionQueue::CloseLocked(std::string why) {
   closed_ = true;
   closed_why_ = std::move(why);
   work_cv_.notify_all();
   quiet_cv_.notify_all();
 }
 
+void SubmissionQueue::Close(std::string why) {
+  MutexLock lock(&mu_);
+  if (!failed_) CloseLocked(std::move(why));
+}
+
+void SubmissionQueue::CloseIfOpen(std::string why) {
+  MutexLock lock(&mu_);
+  if (!closed_) CloseLocked(std::move(why));
+}
+
+void SubmissionQueue::Fail(std::string why) {
+  MutexLock lock(&mu_);
+  if (failed_) return;
+  failed_ = true;
+  CloseLocked(std::move(why));
+}
+
 void SubmissionQueue::Reopen() {
   MutexLock lock(&mu_);
   assert(queued_.empty() && in_flight_.empty());
   closed_ = false;
+  failed_ = false;
   closed_why_.clear();
   hurry_ = false;
 }

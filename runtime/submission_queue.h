@@ -55,8 +55,14 @@ class SubmissionQueue {
   // every pushed entry before it is destroyed (in_flight_ views its name).
   void Forget(const std::vector<std::unique_ptr<TensorEntry>>& entries) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Refuses further pushes with FailedPrecondition(why) and wakes the waiter.
+  // Refuses further pushes with FailedPrecondition(why) and wakes the waiter. On a closed queue
+  // it replaces the reason, unless the queue was closed by Fail (a failure stays the reason).
   void Close(std::string why) ABSL_LOCKS_EXCLUDED(mu_);
+  // Close(why) unless the queue is closed already (the loop ending after a stop that this rank,
+  // or another, requested: a reason given here stays).
+  void CloseIfOpen(std::string why) ABSL_LOCKS_EXCLUDED(mu_);
+  // Close(why) for a failure: the first failure's reason stays for good.
+  void Fail(std::string why) ABSL_LOCKS_EXCLUDED(mu_);
   // Accepts pushes again (a runtime re-formed in place starts a new loop on this queue).
   // REQUIRES: no loop runs, and the last one drained the queue and completed what it took.
   void Reopen() ABSL_LOCKS_EXCLUDED(mu_);
@@ -65,6 +71,8 @@ class SubmissionQueue {
  private:
   // Wakes the loop if it sleeps in WaitForWork.
   void WakeLoop() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Closes with `why` (replacing an earlier reason) and wakes the waiters.
+  void CloseLocked(std::string why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable Mutex mu_;
   std::condition_variable work_cv_;   // signalled by Push and Close
@@ -74,6 +82,7 @@ class SubmissionQueue {
   // never changes after Push and the entry outlives its Forget).
   NameSet<absl::string_view> in_flight_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  bool failed_ ABSL_GUARDED_BY(mu_) = false;  // closed by Fail
   // The loop is blocked in WaitForWork and nobody has woken it yet.
   bool waiting_ ABSL_GUARDED_BY(mu_) = false;
   bool napping_ ABSL_GUARDED_BY(mu_) = false;  // the loop naps in WaitForQuiet
