@@ -25,6 +25,9 @@ def test_a_handle_from_before_a_reset_stays_valid(world):
     # reset either way (the runtime's handle table is kept).
     rank, size = world
     h = hvd.allreduce_async(torch.ones(5), op=hvd.Sum, name="reset.pending")
+    # A reset stops the runtime on every rank at once: a rank submitting after another rank
+    # has begun its reset is refused. The barrier returns once every rank has submitted.
+    hvd.barrier()
     reset()
     try:
         out = hvd.synchronize(h)

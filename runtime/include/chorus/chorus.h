@@ -167,7 +167,10 @@ absl::Status Shutdown();
 // Suspend stops the background loop as Shutdown does (collective over the current world; after
 // a failure the loop has stopped already) but keeps the runtime: IsInitialized() stays true,
 // handles can still be released (with the error of their op), and new ops fail with
-// FailedPrecondition until Reform(). Idempotent. FailedPrecondition when not initialised.
+// FailedPrecondition until Reform(). As with Shutdown, a Suspend on any rank stops every rank
+// after the current cycle: ops submitted there later fail too, so every rank should submit
+// what it must before a reset begins anywhere. Idempotent. FailedPrecondition when not
+// initialised.
 absl::Status Suspend();
 
 // Re-forms the runtime in place over the world the environment describes now (an elastic
