@@ -176,6 +176,10 @@ class Driver {
   HostSet discovered_;
   absl::Time next_discovery_ = absl::InfinitePast();
 
+  // Declared before supervisor_, which closes its workers' streams into them when it goes.
+  std::vector<std::unique_ptr<launcher::OutputSink>> sinks_;  // one per generation
+  // --output-filename: the first generation's sink, over whose files the later ones write.
+  launcher::FileSink* first_file_sink_ = nullptr;
   std::unique_ptr<Supervisor> supervisor_;
   std::unique_ptr<launcher::RendezvousServer> server_;
   launcher::RendezvousInfo rendezvous_;
@@ -184,9 +188,6 @@ class Driver {
   absl::StatusOr<std::string> program_ = absl::UnknownError("not looked up");
   launcher::WorkerStart start_;  // how workers are started (program, ssh, directory, secret)
   std::string ssh_missing_;      // why ssh_path is empty, when it is
-  std::vector<std::unique_ptr<launcher::OutputSink>> sinks_;  // one per generation
-  // --output-filename: the first generation's sink, over whose files the later ones write.
-  launcher::FileSink* first_file_sink_ = nullptr;
 
   int generation_ = -1;
   int resets_ = 0;

@@ -46,9 +46,9 @@ Supervisor::Exit WaitExit(Supervisor& s, int id, std::vector<int>* signals = nul
 }
 
 TEST_CASE("Supervisor: one worker's end leaves the others running", "[elastic][subprocess]") {
+  StringSink sink;  // outlives the supervisor, which closes its streams
   auto s = Supervisor::Create({absl::Seconds(2)});
   REQUIRE(s.ok());
-  StringSink sink;
   auto quick = (*s)->Start(Shell("echo hello; exit 3"), &sink, 0);
   auto slow = (*s)->Start(Shell("exec sleep 30"), &sink, 1);
   REQUIRE(quick.ok());
@@ -72,9 +72,9 @@ TEST_CASE("Supervisor: one worker's end leaves the others running", "[elastic][s
 
 TEST_CASE("Supervisor: SIGKILL after the grace period, background children killed",
           "[elastic][subprocess]") {
+  StringSink sink;  // outlives the supervisor, which closes its streams
   auto s = Supervisor::Create({absl::Milliseconds(200)});
   REQUIRE(s.ok());
-  StringSink sink;
   // Ignores SIGTERM; its background child holds the output pipe open.
   auto id = (*s)->Start(Shell("trap '' TERM; sleep 30 & echo started; while :; do sleep 1; done"),
                         &sink, 0);
@@ -95,9 +95,9 @@ TEST_CASE("Supervisor: SIGKILL after the grace period, background children kille
 }
 
 TEST_CASE("Supervisor: SIGTERM to chorusrun is reported, not acted on", "[elastic][subprocess]") {
+  StringSink sink;  // outlives the supervisor, which closes its streams
   auto s = Supervisor::Create({absl::Seconds(2)});
   REQUIRE(s.ok());
-  StringSink sink;
   auto id = (*s)->Start(Shell("exec sleep 30"), &sink, 0);
   REQUIRE(id.ok());
   ::raise(SIGTERM);
