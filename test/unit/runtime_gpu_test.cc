@@ -401,6 +401,7 @@ TEST_CASE("GPU ops read their inputs only after the framework's stream produced 
 
 TEST_CASE("a running GPU collective does not hold up CPU ops", "[runtime][gpu]") {
   Failures f;
+  std::barrier checked(2);
   RunGpuRanks(
       2,
       [&](GpuRank& me) {
@@ -415,11 +416,13 @@ TEST_CASE("a running GPU collective does not hold up CPU ops", "[runtime][gpu]")
                               TensorView{c.data(), DataType::kFloat32, {1}, kCpuDevice});
         auto hc = me.runtime->Enqueue(cpu_op);
         f.Check(hg.ok() && hc.ok(), "enqueue");
-        if (!hg.ok() || !hc.ok()) return;
+        if (!hg.ok() || !hc.ok()) {
+          checked.arrive_and_drop();
+          return;
+        }
         f.Check(me.runtime->Wait(*hc).ok() && c[0] == 3.0f, "CPU op completed meanwhile");
         f.Check(!*me.runtime->Poll(*hg), "GPU op still running");
-        std::barrier<>* none = nullptr;
-        (void)none;
+        checked.arrive_and_wait();  // no rank's GPU op is released before both have looked
         if (me.rank == 0) me.cluster->ReleaseCollectives();
         f.Check(me.runtime->Wait(*hg).ok(), "GPU op completes once released");
         f.Check(Read<float>(gpu_op.input.data, 2) == std::vector<float>({2, 4}), "GPU values");
