@@ -205,6 +205,9 @@ class Driver {
   int previous_size_ = 0;
   std::map<std::string, std::vector<std::string>> notes_;
   std::vector<std::string> reset_causes_;  // non-empty: a reset is due
+  // Why the last generation was stopped while too few slots were left: the start of the cause of
+  // the generation that follows once enough exist.
+  std::vector<std::string> stopped_causes_;
 };
 
 std::optional<int> Driver::Prepare() {
@@ -410,7 +413,9 @@ void Driver::AnnounceGeneration(const std::vector<Member>& next) {
   GenerationChange change;
   change.generation = generation_;
   change.aborted = worker_lost_;
-  change.cause = absl::StrJoin(reset_causes_, "; ");
+  std::vector<std::string> causes = stopped_causes_;
+  causes.insert(causes.end(), reset_causes_.begin(), reset_causes_.end());
+  change.cause = absl::StrJoin(causes, "; ");
   change.lost_ranks = lost_ranks_;
   std::sort(change.lost_ranks.begin(), change.lost_ranks.end());
   change.hosts_added = hosts_added_;
@@ -433,6 +438,7 @@ void Driver::AnnounceGeneration(const std::vector<Member>& next) {
   }
   notes_.clear();
   reset_causes_.clear();
+  stopped_causes_.clear();
   survivors_.clear();
   worker_lost_ = hosts_added_ = hosts_removed_ = false;
   lost_ranks_.clear();
@@ -680,6 +686,14 @@ std::optional<int> Driver::Reset() {
   survivors_ = AliveMembers();
   if (std::optional<int> status = StopAll(SIGTERM)) return status;
   members_.clear();
+  // The reset is handled: the loop now waits for slots (bounded by --elastic-timeout); its
+  // causes open the cause of the generation that starts once enough slots exist.
+  std::cerr << "chorusrun: generation " << generation_ << " stopped: " << cause
+            << "; fewer than --min-np=" << settings_.limits.min_np << " slots left ("
+            << (next.ok() ? next->workers.size() : 0) << "), waiting up to --elastic-timeout="
+            << absl::ToInt64Seconds(settings_.elastic_timeout) << " s for more" << std::endl;
+  stopped_causes_.insert(stopped_causes_.end(), reset_causes_.begin(), reset_causes_.end());
+  reset_causes_.clear();
   return std::nullopt;
 }
 

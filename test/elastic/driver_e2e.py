@@ -561,6 +561,66 @@ def test_output_filename_follows_ranks(c, jobs):
     shutil.rmtree(out_dir)
 
 
+def cpu_fraction(pid, seconds=2.0):
+    """The share of one core process `pid` used (user + system, from /proc) over `seconds`."""
+    def ticks():
+        with open(f'/proc/{pid}/stat') as f:
+            fields = f.read().rsplit(')', 1)[1].split()
+        return int(fields[11]) + int(fields[12])  # utime, stime
+    hz = os.sysconf('SC_CLK_TCK')
+    t0, c0 = time.monotonic(), ticks()
+    time.sleep(seconds)
+    return (ticks() - c0) / hz / (time.monotonic() - t0)
+
+
+def assert_idle_then_sigterm(job, what):
+    """chorusrun, waiting in state `what`, uses under 10% of a core and ends with 143 on
+    SIGTERM."""
+    share = cpu_fraction(job.proc.pid)
+    assert share < 0.10, f'chorusrun used {share:.0%} of a core while {what}'
+    job.proc.send_signal(signal.SIGTERM)
+    status = job.finish()
+    assert status == 143, f'status {status} after SIGTERM while {what}'
+    assert job.stderr().splitlines()[-1] == (
+        'chorusrun: job stopped: chorusrun received signal 15 (Terminated)'), job.stderr()
+
+
+# Rank 0 is on 127.0.0.1 (sorted first), ranks 1-2 on localhost; rank 2 fails, localhost is
+# blacklisted and one slot is left, below --min-np=2.
+BELOW_MIN_NP_HOSTS = 'localhost:2\n127.0.0.1:1\n'
+BELOW_MIN_NP_STOPPED = 'chorusrun: generation 0 stopped: rank 2 on localhost exited with code 3'
+
+
+@case
+def test_below_min_np_after_failure_times_out(c, jobs):
+    job = start(jobs, c, 'belowmin', BELOW_MIN_NP_HOSTS, {'g0r2': 'exit:3'},
+                ['-np', '3', '--min-np', '2', '--max-np', '3', '--elastic-timeout', '2'])
+    job.wait_generation(0, 3)
+    status = job.finish()
+    err = job.stderr()
+    assert status == 1, f'status {status}'
+    assert BELOW_MIN_NP_STOPPED in err, err
+    assert err.splitlines()[-1].startswith(
+        'chorusrun: elastic job failed: fewer than --min-np=2 slots for longer than '
+        '--elastic-timeout=2 s (1 available after generation 0)'), err
+
+
+@case
+def test_waiting_below_min_np_sleeps_and_takes_sigterm(c, jobs):
+    job = start(jobs, c, 'belowminterm', BELOW_MIN_NP_HOSTS, {'g0r2': 'exit:3'},
+                ['-np', '3', '--min-np', '2', '--max-np', '3', '--elastic-timeout', '60'])
+    job.wait_for('the stopped generation', lambda: BELOW_MIN_NP_STOPPED in job.stderr())
+    assert_idle_then_sigterm(job, 'waiting below --min-np')
+
+
+@case
+def test_waiting_for_first_discovery_sleeps_and_takes_sigterm(c, jobs):
+    script = '#!/bin/sh\ntouch {dir}/discovering\nexec sleep 60\n'
+    job = start(jobs, c, 'discwait', '', {}, ['-np', '1'], script=script)
+    job.wait_for('the discovery run', lambda: os.path.exists(job.path('discovering')))
+    assert_idle_then_sigterm(job, 'waiting for the first discovery')
+
+
 CASES = [test_grow_then_shrink, test_failure_blacklists_host, test_every_host_blacklisted,
          test_min_np_not_reachable, test_reset_limit_1_ends_the_job,
          test_reset_limit_2_allows_two_resets, test_sigterm_is_not_blacklisted,
@@ -570,7 +630,10 @@ CASES = [test_grow_then_shrink, test_failure_blacklists_host, test_every_host_bl
          test_hanging_discovery_does_not_block_the_loop, test_max_np_caps_the_world,
          test_silent_worker_is_killed, test_rank_0_killed, test_worker_lost_during_reset,
          test_remote_sigterm_is_graceful, test_rogue_rendezvous_calls_are_refused,
-         test_unreachable_remote_host_is_blacklisted, test_output_filename_follows_ranks]
+         test_unreachable_remote_host_is_blacklisted, test_output_filename_follows_ranks,
+         test_below_min_np_after_failure_times_out,
+         test_waiting_below_min_np_sleeps_and_takes_sigterm,
+         test_waiting_for_first_discovery_sleeps_and_takes_sigterm]
 
 
 def main():
