@@ -9,9 +9,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 
-#include "launcher/hosts.h"
-#include "launcher/worker_output.h"
-
 namespace chorus::elastic {
 namespace {
 
@@ -37,34 +34,26 @@ std::string ScriptName(const DiscoveryOptions& options) {
 
 }  // namespace
 
-void ScriptOutputSink::Write(int, launcher::OutputStream stream, absl::string_view bytes) {
-  if (stream == launcher::OutputStream::kStdout) {
-    const size_t room = kMaxDiscoveryOutputBytes - run_->stdout_text.size();
-    if (bytes.size() > room) run_->stdout_overflow = true;
-    run_->stdout_text.append(bytes.data(), std::min(room, bytes.size()));
+void AppendScriptOutput(ScriptRun& run, bool is_stdout, absl::string_view bytes) {
+  if (is_stdout) {
+    const size_t room = kMaxDiscoveryOutputBytes - run.stdout_text.size();
+    if (bytes.size() > room) run.stdout_overflow = true;
+    run.stdout_text.append(bytes.data(), std::min(room, bytes.size()));
     return;
   }
-  run_->stderr_tail.append(bytes.data(), bytes.size());
-  if (run_->stderr_tail.size() > kMaxStderrTail) {
-    run_->stderr_tail.erase(0, run_->stderr_tail.size() - kMaxStderrTail);
+  run.stderr_tail.append(bytes.data(), bytes.size());
+  if (run.stderr_tail.size() > kMaxStderrTail) {
+    run.stderr_tail.erase(0, run.stderr_tail.size() - kMaxStderrTail);
   }
-}
-
-launcher::WorkerSpec DiscoveryScriptSpec(const DiscoveryOptions& options) {
-  launcher::WorkerSpec spec;
-  spec.program = "/bin/sh";
-  spec.argv = {"/bin/sh", "-c", options.script};
-  spec.environment = options.environment;
-  return spec;
 }
 
 absl::Status ValidateDiscoveryOptions(const DiscoveryOptions& options) {
   if (absl::StripAsciiWhitespace(options.script).empty()) {
     return absl::InvalidArgumentError("the host discovery script is empty");
   }
-  if (options.default_slots < 1 || options.default_slots > launcher::kMaxSlots) {
+  if (options.default_slots < 1 || options.default_slots > kMaxSlots) {
     return absl::InvalidArgumentError(absl::StrCat("--slots-per-host ", options.default_slots,
-                                                   " is outside [1, ", launcher::kMaxSlots, "]"));
+                                                   " is outside [1, ", kMaxSlots, "]"));
   }
   if (options.timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -87,12 +76,11 @@ absl::StatusOr<HostSet> ParseDiscoveryOutput(absl::string_view output, int defau
     const size_t colon = line.find(':');
     const absl::string_view host = line.substr(0, colon);
     int slots = default_slots;
-    if (!launcher::IsValidHostName(host) ||
-        (colon != absl::string_view::npos &&
-         !launcher::ParseSlotCount(line.substr(colon + 1), &slots))) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "line ", line_number, ": malformed host ", Quote(line),
-          "; expected 'host' or 'host:slots' with slots in [1, ", launcher::kMaxSlots, "]"));
+    if (!IsValidHostName(host) ||
+        (colon != absl::string_view::npos && !ParseSlotCount(line.substr(colon + 1), &slots))) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("line ", line_number, ": malformed host ", Quote(line),
+                       "; expected 'host' or 'host:slots' with slots in [1, ", kMaxSlots, "]"));
     }
     auto [it, inserted] = hosts.emplace(std::string(host), slots);
     if (!inserted) it->second = std::max(it->second, slots);
@@ -100,29 +88,11 @@ absl::StatusOr<HostSet> ParseDiscoveryOutput(absl::string_view output, int defau
   return hosts;
 }
 
-absl::StatusOr<ScriptRun> RunDiscoveryScript(const DiscoveryOptions& options) {
-  ScriptRun run;
-  ScriptOutputSink sink(&run);
-  launcher::WorkerGroupOptions group_options;
-  group_options.grace = options.grace;
-  group_options.deadline = absl::Now() + options.timeout;
-  launcher::WorkerGroup group(group_options, &sink);
-  if (absl::Status s = group.Start({DiscoveryScriptSpec(options)}); !s.ok()) {
-    return absl::InternalError(
-        absl::StrCat("cannot start ", ScriptName(options), ": ", s.message()));
-  }
-  launcher::GroupResult result = group.Wait();
-  run.exit = result.exits.at(0);
-  run.timed_out = result.timed_out;
-  run.stop_signal = result.stop_signal;
-  return run;
-}
-
 absl::StatusOr<HostSet> InterpretScriptRun(const DiscoveryOptions& options, const ScriptRun& run) {
   if (run.stop_signal) {
     return absl::CancelledError(absl::StrCat(ScriptName(options),
                                              " was stopped: chorusrun received signal ",
-                                             launcher::SignalName(*run.stop_signal)));
+                                             SignalName(*run.stop_signal)));
   }
   if (run.timed_out) {
     return absl::DeadlineExceededError(
@@ -131,9 +101,9 @@ absl::StatusOr<HostSet> InterpretScriptRun(const DiscoveryOptions& options, cons
   }
   if (!run.exit.ok()) {
     std::string message =
-        run.exit.signaled ? absl::StrCat(ScriptName(options), " was killed by signal ",
-                                         launcher::SignalName(run.exit.code))
-                          : absl::StrCat(ScriptName(options), " exited with code ", run.exit.code);
+        run.exit.signaled
+            ? absl::StrCat(ScriptName(options), " was killed by signal ", SignalName(run.exit.code))
+            : absl::StrCat(ScriptName(options), " exited with code ", run.exit.code);
     if (absl::string_view last = LastLine(run.stderr_tail); !last.empty()) {
       absl::StrAppend(&message, "; its last stderr line: ", Quote(last));
     }
@@ -151,17 +121,7 @@ absl::StatusOr<HostSet> InterpretScriptRun(const DiscoveryOptions& options, cons
   return hosts;
 }
 
-absl::StatusOr<HostDiscovery> HostDiscovery::Create(DiscoveryOptions options, ScriptRunner runner) {
-  if (absl::Status s = ValidateDiscoveryOptions(options); !s.ok()) return s;
-  return HostDiscovery(std::move(options), std::move(runner));
-}
-
-HostDiscovery::HostDiscovery(DiscoveryOptions options, ScriptRunner runner)
-    : options_(std::move(options)), runner_(std::move(runner)) {}
-
-absl::StatusOr<HostDiscovery::Result> HostDiscovery::Discover() { return Judge(runner_(options_)); }
-
-absl::StatusOr<HostDiscovery::Result> HostDiscovery::Judge(const absl::StatusOr<ScriptRun>& run) {
+absl::StatusOr<DiscoveryJudge::Result> DiscoveryJudge::Judge(const absl::StatusOr<ScriptRun>& run) {
   absl::StatusOr<HostSet> hosts =
       run.ok() ? InterpretScriptRun(options_, *run) : absl::StatusOr<HostSet>(run.status());
   if (hosts.ok()) {

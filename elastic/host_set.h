@@ -18,15 +18,9 @@
 #include <string>
 #include <vector>
 
-#include "launcher/hosts.h"
+#include "elastic/hosts.h"
 
 namespace chorus::elastic {
-
-using launcher::HostSlots;
-
-// A discovered set of hosts: name -> slots (each >= 1). A std::map, so that every walk over it
-// is in name order.
-using HostSet = std::map<std::string, int>;
 
 struct SlotChange {
   std::string host;

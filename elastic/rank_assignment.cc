@@ -96,31 +96,62 @@ absl::StatusOr<RankAssignment> AssignRanks(const std::vector<PreviousWorker>& pr
   }
 
   // 4. Local and cross numbers.
-  const int size = static_cast<int>(result.workers.size());
+  NumberWorkers(hosts, result.workers);
+  result.min_np_met = static_cast<int>(result.workers.size()) >= limits.min_np;
+  return result;
+}
+
+void NumberWorkers(const std::vector<HostSlots>& hosts, std::vector<WorkerAssignment>& workers) {
+  const int size = static_cast<int>(workers.size());
   std::map<std::string, std::vector<WorkerAssignment*>> on_host;
-  for (WorkerAssignment& a : result.workers) on_host[a.placement.host].push_back(&a);
-  std::vector<int> hosts_with_local_rank;  // [l]: hosts so far with a worker of local rank l
+  for (WorkerAssignment& a : workers) on_host[a.placement.host].push_back(&a);
+  std::vector<std::string> host_order;
   for (const HostSlots& h : hosts) {
-    auto it = on_host.find(h.host);
-    if (it == on_host.end()) continue;
-    std::vector<WorkerAssignment*>& here = it->second;
+    if (on_host.contains(h.host)) host_order.push_back(h.host);
+  }
+  for (const auto& [host, unused] : on_host) {
+    if (std::find(host_order.begin(), host_order.end(), host) == host_order.end()) {
+      host_order.push_back(host);
+    }
+  }
+  std::vector<int> hosts_with_local_rank;  // [l]: hosts so far with a worker of local rank l
+  for (const std::string& host : host_order) {
+    std::vector<WorkerAssignment*>& here = on_host[host];
     std::sort(here.begin(), here.end(), [](const WorkerAssignment* a, const WorkerAssignment* b) {
       return a->slot < b->slot;
     });
     for (size_t l = 0; l < here.size(); ++l) {
       if (hosts_with_local_rank.size() <= l) hosts_with_local_rank.push_back(0);
-      launcher::RankPlacement& p = here[l]->placement;
+      RankPlacement& p = here[l]->placement;
       p.size = size;
       p.local_rank = static_cast<int>(l);
       p.local_size = static_cast<int>(here.size());
       p.cross_rank = hosts_with_local_rank[l]++;
     }
   }
-  for (WorkerAssignment& a : result.workers) {
+  for (WorkerAssignment& a : workers) {
     a.placement.cross_size = hosts_with_local_rank[static_cast<size_t>(a.placement.local_rank)];
   }
-  result.min_np_met = size >= limits.min_np;
-  return result;
+}
+
+absl::StatusOr<std::vector<RankPlacement>> LayoutRanks(const std::vector<HostSlots>& hosts,
+                                                       int num_proc) {
+  if (num_proc < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("-np ", num_proc, " is below 1"));
+  }
+  RankLimits limits;
+  limits.min_np = limits.max_np.emplace(num_proc);
+  absl::StatusOr<RankAssignment> assignment = AssignRanks({}, hosts, limits);
+  if (!assignment.ok()) return assignment.status();
+  if (!assignment->min_np_met) {
+    int64_t total = 0;
+    for (const HostSlots& h : hosts) total += h.slots;
+    return absl::InvalidArgumentError(
+        absl::StrCat("-np ", num_proc, " is more than the ", total, " slots of the hosts"));
+  }
+  std::vector<RankPlacement> ranks;
+  for (WorkerAssignment& w : assignment->workers) ranks.push_back(std::move(w.placement));
+  return ranks;
 }
 
 }  // namespace chorus::elastic

@@ -16,13 +16,6 @@ bool Contains(const std::vector<std::string>& list, const std::string& item) {
 
 }  // namespace
 
-std::string DescribeExit(const launcher::WorkerExit& exit) {
-  if (!exit.signaled) return absl::StrCat("exited with code ", exit.code);
-  const char* abbrev = ::sigabbrev_np(exit.code);
-  return abbrev != nullptr ? absl::StrCat("killed by SIG", abbrev)
-                           : absl::StrCat("killed by signal ", exit.code);
-}
-
 std::string FormatResetLine(const ResetRecord& r) {
   std::vector<std::string> items;
   auto with_notes = [&r](std::string item, const std::string& host) {

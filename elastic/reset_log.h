@@ -19,8 +19,6 @@
 #include <string>
 #include <vector>
 
-#include "launcher/spawn.h"
-
 namespace chorus::elastic {
 
 struct ResetRecord {
@@ -35,9 +33,6 @@ struct ResetRecord {
 
 // The line above, without a trailing newline.
 std::string FormatResetLine(const ResetRecord& record);
-
-// "exited with code 3", "killed by SIGKILL".
-std::string DescribeExit(const launcher::WorkerExit& exit);
 
 }  // namespace chorus::elastic
 

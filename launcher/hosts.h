@@ -14,22 +14,14 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
+#include "elastic/hosts.h"
+
 namespace chorus::launcher {
 
-inline constexpr int kMaxSlots = 1000000;
-
-struct HostSlots {
-  std::string host;
-  int slots = 0;
-
-  friend bool operator==(const HostSlots&, const HostSlots&) = default;
-};
-
-// True for a non-empty host name of letters, digits, '.', '-' and '_' (no ':', no spaces).
-bool IsValidHostName(absl::string_view host);
-
-// Parses a slot count: plain decimal digits (no sign, no spaces) with a value in [1, kMaxSlots].
-bool ParseSlotCount(absl::string_view text, int* slots);
+using elastic::HostSlots;
+using elastic::IsValidHostName;
+using elastic::kMaxSlots;
+using elastic::ParseSlotCount;
 
 // Parses "host:slots[,host:slots...]". Every entry needs a non-empty host name (letters, digits,
 // '.', '-', '_') and a slot count in [1, 1000000]; a host may appear once. Errors are

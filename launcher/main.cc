@@ -1,10 +1,10 @@
 // chorusrun: launches a chorus job, horovodrun-compatible: MPI mode (mpirun starts the workers)
-// or, with --gloo, the MPI-less mode (launcher/ucx_launch.h), or with the elastic flags the
-// elastic driver (elastic/driver.h). See launcher/README.md.
+// or, with --gloo or the elastic flags, an MPI-less job run by chorusrun's job engine
+// (launcher/job_engine.h). See launcher/README.md.
 //
 // Exit status: 0 after --help/--version/--check-build; 2 for bad input, before anything starts;
-// otherwise mpirun's status (128 + N when it was killed by signal N), or in --gloo mode the
-// status launcher/ucx_launch.h describes.
+// otherwise mpirun's status (128 + N when it was killed by signal N), or for an MPI-less job the
+// status launcher/job_engine.h describes.
 #include <unistd.h>
 
 #include <cstdio>
@@ -16,16 +16,15 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
-#include "elastic/driver.h"
 #include "launcher/args.h"
 #include "launcher/check_build.h"
 #include "launcher/child_process.h"
 #include "launcher/executable_search.h"
+#include "launcher/job_engine.h"
 #include "launcher/job_hosts.h"
 #include "launcher/mpirun_command.h"
 #include "launcher/mpirun_output.h"
 #include "launcher/rank_layout.h"
-#include "launcher/ucx_launch.h"
 #include "launcher/worker_env.h"
 
 extern char** environ;
@@ -69,8 +68,7 @@ int Main(const std::vector<std::string>& args) {
   }
 
   const Environment launcher_env = ProcessEnvironment();
-  if (o.is_elastic) return elastic::RunElasticJob(o, launcher_env);
-  if (o.gloo) return RunUcxJob(o, launcher_env);
+  if (o.is_elastic || o.gloo) return RunMpiLessJob(o, launcher_env);
 
   absl::StatusOr<JobHosts> hosts = ResolveJobHosts(o, launcher_env, /*use_slurm=*/true);
   if (!hosts.ok()) return Fail(hosts.status());

@@ -27,6 +27,15 @@ std::vector<EnvVar> RankEnvironment(const RankPlacement& p, const RendezvousInfo
   return vars;
 }
 
+std::vector<EnvVar> JoiningEnvironment(const std::string& host, const RendezvousInfo& rendezvous) {
+  return {{"CHORUS_HOSTNAME", host},
+          {"HOROVOD_HOSTNAME", host},
+          {"CHORUS_RENDEZVOUS_ADDR", rendezvous.address},
+          {kRendezvousSecretVar, rendezvous.secret},
+          {"CHORUS_START_TIMEOUT_SECONDS", absl::StrCat(rendezvous.start_timeout_s)},
+          {"CHORUS_ELASTIC_GENERATION", "-1"}};
+}
+
 Environment MergeEnvironment(const Environment& launcher_env,
                              const std::vector<EnvVar>& worker_vars,
                              const std::vector<EnvVar>& rank_vars) {

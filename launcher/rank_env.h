@@ -43,6 +43,13 @@ struct RendezvousInfo {
 // The variables above for `p`, in the order listed.
 std::vector<EnvVar> RankEnvironment(const RankPlacement& p, const RendezvousInfo& rendezvous);
 
+// The variables of a worker started to join an elastic job later (launcher/job_engine.h): it
+// has no rank yet, only its host and the job's rendezvous (CHORUS_HOSTNAME, HOROVOD_HOSTNAME,
+// CHORUS_RENDEZVOUS_ADDR, CHORUS_RENDEZVOUS_SECRET, CHORUS_START_TIMEOUT_SECONDS) and
+// CHORUS_ELASTIC_GENERATION=-1 ("joining"): its chorus init waits for a generation that
+// places it and takes its rank from there.
+std::vector<EnvVar> JoiningEnvironment(const std::string& host, const RendezvousInfo& rendezvous);
+
 // A local worker's whole environment: `launcher_env`, then `worker_vars` and `rank_vars` (later
 // ones win).
 Environment MergeEnvironment(const Environment& launcher_env,

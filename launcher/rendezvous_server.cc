@@ -9,7 +9,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -24,6 +23,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 
+#include "base/mutex.h"
 #include "proto/rendezvous.grpc.pb.h"
 
 namespace chorus::launcher {
@@ -85,7 +85,7 @@ class Store {
 
   absl::Status Put(const std::string& scope, const std::string& key, const std::string& value,
                    int64_t generation) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (shutting_down_) return absl::UnavailableError(kShuttingDownMessage);
     if (absl::Status s = CheckGeneration(generation, scope); !s.ok()) return s;
     auto scope_it = scopes_.find(scope);
@@ -121,9 +121,9 @@ class Store {
                                                const std::vector<std::string>& keys,
                                                absl::Duration timeout, absl::Time deadline,
                                                int64_t generation) {
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     size_t present = 0;  // keys[0, present) exist; keys are never removed
-    auto done = [&] {
+    auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       if (shutting_down_ || generation != JobGeneration()) return true;
       auto scope_it = scopes_.find(scope);
       if (scope_it == scopes_.end()) return false;
@@ -136,9 +136,7 @@ class Store {
       for (absl::Duration left = deadline - absl::Now(); left > absl::ZeroDuration();
            left = deadline - absl::Now()) {
         // In pieces: a far deadline must not overflow the condition variable's clock.
-        if (cv_.wait_for(lock, absl::ToChronoNanoseconds(std::min(left, absl::Hours(1))), done)) {
-          break;
-        }
+        if (lock.WaitFor(cv_, std::min(left, absl::Hours(1)), done)) break;
       }
       --waiting_gets_;
     }
@@ -163,13 +161,13 @@ class Store {
   }
 
   void Shutdown() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     shutting_down_ = true;
     cv_.notify_all();
   }
 
   absl::Status Publish(chorus::rendezvous::Generation generation) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     const int64_t current = Current();
     if (generation.number() <= current) {
       return absl::InvalidArgumentError(absl::StrCat("elastic generation ", generation.number(),
@@ -181,12 +179,12 @@ class Store {
     return absl::OkStatus();
   }
 
-  int64_t Current() const {  // mu_ held, or called through generation()
+  int64_t Current() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return generation_ ? generation_->number() : -1;
   }
 
   int64_t generation() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     return Current();
   }
 
@@ -194,7 +192,7 @@ class Store {
   absl::StatusOr<std::optional<chorus::rendezvous::Generation>> Watch(const std::string& worker,
                                                                       int64_t known,
                                                                       absl::Time deadline) {
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (shutting_down_) return absl::UnavailableError(kShuttingDownMessage);
     if (known > Current()) {
       return absl::InvalidArgumentError(absl::StrCat("Watch from worker ", Quote(worker),
@@ -204,10 +202,12 @@ class Store {
     heartbeats_[worker] = absl::Now();
     ++waiting_watches_;
     cv_.notify_all();  // TEST_AwaitWaitingWatches
-    auto done = [&] { return shutting_down_ || Current() > known; };
+    auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return shutting_down_ || Current() > known;
+    };
     for (absl::Duration left = deadline - absl::Now(); !done() && left > absl::ZeroDuration();
          left = deadline - absl::Now()) {
-      cv_.wait_for(lock, absl::ToChronoNanoseconds(std::min(left, absl::Hours(1))), done);
+      lock.WaitFor(cv_, std::min(left, absl::Hours(1)), done);
     }
     --waiting_watches_;
     if (shutting_down_) return absl::UnavailableError(kShuttingDownMessage);
@@ -215,7 +215,7 @@ class Store {
   }
 
   std::vector<std::string> SilentWorkers(absl::Duration silence) const {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     const absl::Time now = absl::Now();
     std::vector<std::string> silent;
     for (const auto& [worker, last] : heartbeats_) {
@@ -226,23 +226,28 @@ class Store {
   }
 
   void ForgetWorker(const std::string& worker) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     heartbeats_.erase(worker);
   }
 
+  bool Heard(const std::string& worker) const {
+    MutexLock lock(&mu_);
+    return heartbeats_.contains(worker);
+  }
+
   void AwaitWaitingWatches(int n) {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return waiting_watches_ >= n; });
+    MutexLock lock(&mu_);
+    lock.Wait(cv_, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return waiting_watches_ >= n; });
   }
 
   void AwaitWaitingGets(int n) {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return waiting_gets_ >= n; });
+    MutexLock lock(&mu_);
+    lock.Wait(cv_, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return waiting_gets_ >= n; });
   }
 
  private:
   absl::Status TimedOut(const std::string& scope, const std::vector<std::string>& keys,
-                        absl::Duration timeout) {  // mu_ held
+                        absl::Duration timeout) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     std::vector<std::string> missing;
     size_t missing_count = 0;
     auto scope_it = scopes_.find(scope);
@@ -259,12 +264,15 @@ class Store {
         ") of scope ", Quote(scope), " not published within ", absl::FormatDuration(timeout)));
   }
 
-  // The generation calls must carry (before the first publish, 0). mu_ held.
-  int64_t JobGeneration() const { return std::max<int64_t>(Current(), 0); }
+  // The generation calls must carry (before the first publish, 0).
+  int64_t JobGeneration() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return std::max<int64_t>(Current(), 0);
+  }
 
   // FailedPrecondition for a call of an older generation than the job's, InvalidArgument for a
-  // newer one (before the first publish, the job counts as generation 0). mu_ held.
-  absl::Status CheckGeneration(int64_t generation, const std::string& scope) const {
+  // newer one (before the first publish, the job counts as generation 0).
+  absl::Status CheckGeneration(int64_t generation, const std::string& scope) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const int64_t current = JobGeneration();
     if (generation < current) {
       return absl::FailedPreconditionError(absl::StrCat("stale generation ", generation,
@@ -280,17 +288,18 @@ class Store {
   }
 
   const RendezvousServerOptions options_;
-  // (launcher/ does not use base/mutex.h, so the members below carry no lock
-  // annotations: all of them are guarded by mu_.)
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable cv_;  // a Put, a publish, Shutdown() or a new waiting Get or Watch
-  absl::flat_hash_map<std::string, absl::flat_hash_map<std::string, std::string>> scopes_;
-  int64_t total_bytes_ = 0;
-  int waiting_gets_ = 0;
-  int waiting_watches_ = 0;
-  bool shutting_down_ = false;
-  std::optional<chorus::rendezvous::Generation> generation_;  // the job's current one
-  absl::flat_hash_map<std::string, absl::Time> heartbeats_;   // worker id -> last Watch
+  absl::flat_hash_map<std::string, absl::flat_hash_map<std::string, std::string>> scopes_
+      ABSL_GUARDED_BY(mu_);
+  int64_t total_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  int waiting_gets_ ABSL_GUARDED_BY(mu_) = 0;
+  int waiting_watches_ ABSL_GUARDED_BY(mu_) = 0;
+  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  // The job's current generation.
+  std::optional<chorus::rendezvous::Generation> generation_ ABSL_GUARDED_BY(mu_);
+  // Worker id -> its last Watch.
+  absl::flat_hash_map<std::string, absl::Time> heartbeats_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace
@@ -462,6 +471,10 @@ int64_t RendezvousServer::generation() const { return service_->store().generati
 
 std::vector<std::string> RendezvousServer::SilentWorkers(absl::Duration silence) const {
   return service_->store().SilentWorkers(silence);
+}
+
+bool RendezvousServer::Heard(const std::string& worker_id) const {
+  return service_->store().Heard(worker_id);
 }
 
 void RendezvousServer::ForgetWorker(const std::string& worker_id) {

@@ -83,6 +83,9 @@ class RendezvousServer {
   // Worker ids whose last Watch arrived more than `silence` ago, sorted. A worker is tracked
   // from its first Watch until ForgetWorker.
   std::vector<std::string> SilentWorkers(absl::Duration silence) const;
+  // Whether worker `worker_id` has called Watch since it was started (or last forgotten): a
+  // joining worker is ready once it has (it called chorus init).
+  bool Heard(const std::string& worker_id) const;
   void ForgetWorker(const std::string& worker_id);
 
   // Blocks until at least n Gets are waiting for missing keys (for tests: sequence a Put after

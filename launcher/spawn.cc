@@ -67,11 +67,6 @@ absl::Status PipeError(int error) {
 
 }  // namespace
 
-std::string SignalName(int sig) {
-  const char* name = ::sigdescr_np(sig);
-  return absl::StrCat(sig, " (", name != nullptr ? name : "unknown signal", ")");
-}
-
 WorkerExit FromWaitStatus(int status) {
   WorkerExit e;
   if (WIFSIGNALED(status)) {

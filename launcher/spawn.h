@@ -29,6 +29,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
+#include "elastic/worker_exit.h"
 #include "launcher/mpirun_command.h"
 
 namespace chorus::launcher {
@@ -40,18 +41,8 @@ struct WorkerSpec {
   std::optional<std::string> stdin_text;  // nullopt: stdin is /dev/null
 };
 
-// How one worker ended.
-struct WorkerExit {
-  bool signaled = false;
-  int code = 0;  // the exit code, or the signal number when `signaled`
-
-  bool ok() const { return !signaled && code == 0; }
-  // As a shell reports it: the code, or 128 + the signal number.
-  int shell_status() const { return signaled ? 128 + code : code; }
-};
-
-// "9 (Killed)": a signal's number and description, for messages.
-std::string SignalName(int sig);
+using elastic::SignalName;
+using elastic::WorkerExit;
 
 // A waitpid() status as a WorkerExit.
 WorkerExit FromWaitStatus(int status);

@@ -36,15 +36,29 @@ absl::Status MakeDirectories(const std::string& path) {
 
 }  // namespace
 
-std::string FormatTaggedLine(int rank, OutputStream stream, absl::string_view line,
+std::vector<std::string> RankLabels(const std::vector<int>& ranks, absl::string_view prefix) {
+  std::vector<std::string> labels;
+  for (int rank : ranks) labels.push_back(absl::StrCat(prefix, rank));
+  return labels;
+}
+
+std::string FormatTaggedLine(absl::string_view label, OutputStream stream, absl::string_view line,
                              std::optional<absl::Time> time, absl::TimeZone zone) {
   const char* tag = stream == OutputStream::kStdout ? "]<stdout>:" : "]<stderr>:";
-  return absl::StrCat(time ? absl::FormatTime("%a %b %e %H:%M:%S %Y", *time, zone) : "", "[", rank,
+  return absl::StrCat(time ? absl::FormatTime("%a %b %e %H:%M:%S %Y", *time, zone) : "", "[", label,
                       tag, line);
 }
 
+std::string FormatTaggedLine(int rank, OutputStream stream, absl::string_view line,
+                             std::optional<absl::Time> time, absl::TimeZone zone) {
+  return FormatTaggedLine(absl::StrCat(rank), stream, line, time, zone);
+}
+
 TerminalSink::TerminalSink(std::vector<int> ranks, bool timestamp, FILE* out, FILE* err)
-    : ranks_(std::move(ranks)),
+    : TerminalSink(RankLabels(ranks, ""), timestamp, out, err) {}
+
+TerminalSink::TerminalSink(std::vector<std::string> labels, bool timestamp, FILE* out, FILE* err)
+    : labels_(std::move(labels)),
       timestamp_(timestamp),
       out_(out),
       err_(err),
@@ -64,7 +78,7 @@ void TerminalSink::Close(int index, OutputStream stream) {
 
 void TerminalSink::Print(int index, OutputStream stream, absl::string_view line) {
   const std::string text =
-      FormatTaggedLine(ranks_[static_cast<size_t>(index)], stream, line,
+      FormatTaggedLine(labels_[static_cast<size_t>(index)], stream, line,
                        timestamp_ ? std::optional<absl::Time>(absl::Now()) : std::nullopt, zone_);
   FILE* f = stream == OutputStream::kStdout ? out_ : err_;
   // A closed terminal or pipe must not stop the job: write errors are ignored.
@@ -78,14 +92,14 @@ struct FileSink::RankFiles {
   RankFiles(const RankFiles&) = delete;
   RankFiles& operator=(const RankFiles&) = delete;
   ~RankFiles() {
-    for (auto& [rank, files] : by_rank) {
+    for (auto& [dir, files] : by_dir) {
       std::fclose(files.first);
       std::fclose(files.second);
     }
   }
 
   std::string dir;
-  std::map<int, std::pair<FILE*, FILE*>> by_rank;  // (stdout, stderr); owned
+  std::map<std::string, std::pair<FILE*, FILE*>> by_dir;  // (stdout, stderr); owned
 };
 
 absl::StatusOr<std::unique_ptr<FileSink>> FileSink::Create(const std::string& dir,
@@ -93,18 +107,22 @@ absl::StatusOr<std::unique_ptr<FileSink>> FileSink::Create(const std::string& di
   if (absl::Status s = MakeDirectories(dir); !s.ok()) return s;
   auto files = std::make_shared<RankFiles>();
   files->dir = dir;
-  return Make(std::move(files), ranks);
+  return Make(std::move(files), RankLabels(ranks, "rank."));
 }
 
 absl::StatusOr<std::unique_ptr<FileSink>> FileSink::ForRanks(const std::vector<int>& ranks) const {
-  return Make(files_, ranks);
+  return Make(files_, RankLabels(ranks, "rank."));
+}
+
+absl::StatusOr<std::unique_ptr<FileSink>> FileSink::ForWorker(const std::string& id) const {
+  return Make(files_, {absl::StrCat("worker.", id)});
 }
 
 absl::StatusOr<std::unique_ptr<FileSink>> FileSink::Make(std::shared_ptr<RankFiles> files,
-                                                         const std::vector<int>& ranks) {
-  for (int rank : ranks) {
-    if (files->by_rank.contains(rank)) continue;
-    const std::string rank_dir = absl::StrCat(files->dir, "/rank.", rank);
+                                                         const std::vector<std::string>& dirs) {
+  for (const std::string& dir : dirs) {
+    if (files->by_dir.contains(dir)) continue;
+    const std::string rank_dir = absl::StrCat(files->dir, "/", dir);
     if (absl::Status s = MakeDirectory(rank_dir); !s.ok()) return s;
     std::pair<FILE*, FILE*> opened = {nullptr, nullptr};
     for (const char* name : {"stdout", "stderr"}) {
@@ -118,16 +136,16 @@ absl::StatusOr<std::unique_ptr<FileSink>> FileSink::Make(std::shared_ptr<RankFil
       }
       (opened.first == nullptr ? opened.first : opened.second) = f;
     }
-    files->by_rank.emplace(rank, opened);
+    files->by_dir.emplace(dir, opened);
   }
   std::unique_ptr<FileSink> sink(new FileSink());
   sink->files_ = std::move(files);
-  sink->ranks_ = ranks;
+  sink->dirs_ = dirs;
   return sink;
 }
 
 FILE* FileSink::File(int index, OutputStream stream) const {
-  const auto& files = files_->by_rank.at(ranks_[static_cast<size_t>(index)]);
+  const auto& files = files_->by_dir.at(dirs_[static_cast<size_t>(index)]);
   return stream == OutputStream::kStdout ? files.first : files.second;
 }
 

@@ -1,6 +1,6 @@
 // File: launcher/worker_output.h
 //
-// Where the output of chorusrun --gloo's workers goes. WorkerGroup (launcher/worker_group.h)
+// Where the output of an MPI-less job's workers goes. The Supervisor (launcher/supervisor.h)
 // reads each worker's stdout and stderr pipes and hands the bytes to an OutputSink:
 //
 // - TerminalSink prints each line on chorusrun's stdout or stderr, tagged as horovodrun does:
@@ -11,9 +11,10 @@
 // - FileSink writes the bytes unchanged to DIR/rank.<r>/stdout and DIR/rank.<r>/stderr
 //   (horovodrun's --output-filename layout in gloo mode), nothing to the terminal. An elastic
 //   job's generations share the files (FileSink::ForRanks): rank r's files gather the output of
-//   whoever holds rank r, generation after generation.
+//   whoever holds rank r, generation after generation. A worker joining an elastic job writes
+//   to DIR/worker.<id>/ until it has a rank.
 //
-// Thread-safety: thread-compatible (WorkerGroup calls a sink from one thread).
+// Thread-safety: thread-compatible (the Supervisor calls a sink from one thread).
 #ifndef CHORUS_LAUNCHER_WORKER_OUTPUT_H_
 #define CHORUS_LAUNCHER_WORKER_OUTPUT_H_
 
@@ -46,6 +47,9 @@ inline constexpr size_t kMaxLineBytes = 64 * 1024;
 
 // "[rank]<stdout>:line" (or <stderr>), after mpirun's timestamp form of `time` when given.
 std::string FormatTaggedLine(int rank, OutputStream stream, absl::string_view line,
+                             std::optional<absl::Time> time, absl::TimeZone zone);
+// The same with any label in the brackets (a joining elastic worker's id: "[w5]<stderr>:...").
+std::string FormatTaggedLine(absl::string_view label, OutputStream stream, absl::string_view line,
                              std::optional<absl::Time> time, absl::TimeZone zone);
 
 // Splits a byte stream into lines (without their '\n'); see kMaxLineBytes.
@@ -86,6 +90,8 @@ class TerminalSink : public OutputSink {
   // Lines of `stdout`-stream output go to `out`, the rest to `err` (both borrowed; flushed after
   // each line). `ranks[index]` is the rank printed in the tag of worker `index`.
   TerminalSink(std::vector<int> ranks, bool timestamp, FILE* out, FILE* err);
+  // The same with `labels[index]` in the tag instead of a rank.
+  TerminalSink(std::vector<std::string> labels, bool timestamp, FILE* out, FILE* err);
 
   void Write(int index, OutputStream stream, absl::string_view bytes) override;
   void Close(int index, OutputStream stream) override;
@@ -93,7 +99,7 @@ class TerminalSink : public OutputSink {
  private:
   void Print(int index, OutputStream stream, absl::string_view line);
 
-  std::vector<int> ranks_;
+  std::vector<std::string> labels_;
   bool timestamp_;
   FILE* out_;
   FILE* err_;
@@ -110,6 +116,9 @@ class FileSink : public OutputSink {
   // A sink for `ranks` (index order) over the same directory and files: a rank this job has
   // not seen yet gets its files created (truncated), the others are written on.
   absl::StatusOr<std::unique_ptr<FileSink>> ForRanks(const std::vector<int>& ranks) const;
+  // A sink for one elastic worker that has no rank yet (it is joining), over the same
+  // directory: dir/worker.<id>/{stdout,stderr}.
+  absl::StatusOr<std::unique_ptr<FileSink>> ForWorker(const std::string& id) const;
 
   void Write(int index, OutputStream stream, absl::string_view bytes) override;
   // Flushes; the files stay open while a sink over them lives (a later generation may write to
@@ -119,12 +128,13 @@ class FileSink : public OutputSink {
  private:
   struct RankFiles;  // the directory and each rank's open files, closed with the last sink
   FileSink() = default;
+  // `dirs`: the subdirectory of each index ("rank.3", "worker.w5").
   static absl::StatusOr<std::unique_ptr<FileSink>> Make(std::shared_ptr<RankFiles> files,
-                                                        const std::vector<int>& ranks);
+                                                        const std::vector<std::string>& dirs);
   FILE* File(int index, OutputStream stream) const;
 
   std::shared_ptr<RankFiles> files_;
-  std::vector<int> ranks_;  // per index
+  std::vector<std::string> dirs_;  // per index
 };
 
 }  // namespace chorus::launcher

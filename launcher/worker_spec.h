@@ -1,7 +1,7 @@
 // File: launcher/worker_spec.h
 //
-// How chorusrun starts one worker of an MPI-less job, shared by the fixed-size launch
-// (launcher/ucx_launch.h) and the elastic driver (elastic/driver.h): a local worker runs the
+// How chorusrun starts one worker of an MPI-less job (launcher/worker_fleet.h), fixed-size or
+// elastic alike: a local worker runs the
 // resolved program with its whole environment; a remote one runs ssh, which starts the command
 // in the same directory with the worker's exported variables (launcher/rank_env.h,
 // RemoteEnvironment) and reads the rendezvous secret from its stdin (launcher/ssh_command.h).

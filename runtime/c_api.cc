@@ -276,7 +276,11 @@ const char* chorus_last_error(void) { return t_last_error.c_str(); }
 }  // extern "C"
 
 int chorus_elastic_worker(void) {
-  return Guard([] { return chorus::runtime::MembershipWatcher::Current() != nullptr ? 1 : 0; });
+  return Guard([] {
+    const chorus::runtime::MembershipWatcher* watcher =
+        chorus::runtime::MembershipWatcher::Current();
+    return watcher != nullptr && watcher->elastic() ? 1 : 0;
+  });
 }
 
 int chorus_elastic_take_host_updates(int64_t* timestamp_us, int32_t* result) {
@@ -296,9 +300,10 @@ int chorus_elastic_take_host_updates(int64_t* timestamp_us, int32_t* result) {
 int chorus_elastic_adopt_next(int64_t timeout_ms, int64_t* generation) {
   return Guard([&] {
     chorus::runtime::MembershipWatcher* watcher = chorus::runtime::MembershipWatcher::Current();
-    if (watcher == nullptr) {
+    if (watcher == nullptr || !watcher->elastic()) {
       return Report(absl::FailedPreconditionError(
-          "not an elastic worker: no chorus init ran with CHORUS_ELASTIC_WORKER_ID set"));
+          "not an elastic worker: no chorus init ran with CHORUS_ELASTIC_WORKER_ID and "
+          "CHORUS_ELASTIC=1 set"));
     }
     const int64_t after = watcher->adopted();
     absl::StatusOr<std::map<std::string, std::string>> env =

@@ -345,12 +345,29 @@ const Variable kVariables[] = {
      [](const Config& c) { return c.elastic_worker_id; }},
     {"CHORUS_ELASTIC_GENERATION",
      {nullptr, nullptr},
-     "expected a non-negative integer",
-     "the elastic generation this worker's world belongs to (set by chorusrun)",
+     "expected an integer >= -1",
+     "the generation this worker's world belongs to, -1 while it joins (set by chorusrun)",
      [](absl::string_view text, Config* c) {
-       return ParseInt64(text, 0, kInt64Max, &c->elastic_generation);
+       return ParseInt64(text, -1, kInt64Max, &c->elastic_generation);
      },
      [](const Config& c) { return absl::StrCat(c.elastic_generation); }},
+    {"CHORUS_ELASTIC",
+     {nullptr, nullptr},
+     "expected a boolean",
+     "whether this worker belongs to an elastic job (set by chorusrun)",
+     [](absl::string_view text, Config* c) { return ParseBool(text, &c->elastic); },
+     [](const Config& c) { return FormatBool(c.elastic); }},
+    {"CHORUS_ELASTIC_TIMEOUT",
+     {"HOROVOD_ELASTIC_TIMEOUT", nullptr},
+     "expected a positive number of seconds",
+     "how long an elastic worker waits for chorusrun's next generation",
+     [](absl::string_view text, Config* c) {
+       double s = 0;
+       if (!ParseDouble(text, /*allow_zero=*/false, &s)) return false;
+       c->elastic_timeout = absl::Seconds(s);
+       return true;
+     },
+     [](const Config& c) { return FormatDouble(absl::ToDoubleSeconds(c.elastic_timeout)); }},
     {"CHORUS_RANK",
      {"HOROVOD_RANK", nullptr},
      "expected a non-negative integer",

@@ -96,13 +96,18 @@ struct Config {
   std::string rendezvous_secret;
   std::string rendezvous_scope = "world/0";
   absl::Duration start_timeout = absl::Seconds(30);
-  // Elastic jobs (chorusrun with --host-discovery-script or --min-np sets them): this worker's
-  // id, with which it heartbeats chorusrun and finds its place in each new generation, and the
-  // generation its world belongs to, sent with every rendezvous call (stale ones are refused).
-  // CHORUS_ELASTIC_WORKER_ID (empty: not an elastic worker), CHORUS_ELASTIC_GENERATION
-  // (default 0). Membership changes: runtime/elastic/membership_watcher.h.
+  // Workers chorusrun starts without MPI: this worker's id, with which it heartbeats chorusrun
+  // (CHORUS_ELASTIC_WORKER_ID; empty: no membership watcher), the generation its world belongs
+  // to, sent with every rendezvous call (stale ones are refused; CHORUS_ELASTIC_GENERATION,
+  // default 0; -1: a worker joining an elastic job, whose init waits for a generation that
+  // places it), whether the job is elastic (CHORUS_ELASTIC=1: a reset adopts chorusrun's next
+  // generation; a fixed-size job's worker re-forms the same world) and how long an elastic
+  // worker waits for chorusrun (CHORUS_ELASTIC_TIMEOUT, HOROVOD_ELASTIC_TIMEOUT; default 600 s).
+  // Membership changes: runtime/elastic/membership_watcher.h.
   std::string elastic_worker_id;
   int64_t elastic_generation = 0;
+  bool elastic = false;
+  absl::Duration elastic_timeout = absl::Seconds(600);
   // This worker's place in an MPI-less job (chorusrun --gloo sets them; -1 = unset):
   // CHORUS_RANK, CHORUS_SIZE, CHORUS_LOCAL_RANK, CHORUS_LOCAL_SIZE, CHORUS_CROSS_RANK,
   // CHORUS_CROSS_SIZE (HOROVOD_RANK, ... as aliases).

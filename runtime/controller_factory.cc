@@ -69,9 +69,9 @@ absl::StatusOr<std::unique_ptr<Controller>> FormUcxWorld(const Config& config,
   // each generation has a scope of its own, shared by its survivors and its new workers, whose
   // Init counts differ.
   static std::atomic<int64_t> worlds{0};
-  const std::string scope = watcher != nullptr
-                                ? absl::StrCat(config.rendezvous_scope, "/elastic")
-                                : absl::StrCat(config.rendezvous_scope, "/init", worlds++);
+  const bool elastic = watcher != nullptr && watcher->elastic();
+  const std::string scope = elastic ? absl::StrCat(config.rendezvous_scope, "/elastic")
+                                    : absl::StrCat(config.rendezvous_scope, "/init", worlds++);
   CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<RendezvousClient> client,
                           RendezvousClient::Create(config.rendezvous_addr, config.rendezvous_secret,
                                                    absl::Seconds(30), config.elastic_generation));
@@ -96,9 +96,14 @@ absl::StatusOr<std::unique_ptr<Controller>> FormUcxWorld(const Config& config,
 absl::StatusOr<std::unique_ptr<Controller>> UcxThroughRendezvous(const Config& config) {
   CHORUS_ASSIGN_OR_RETURN(MembershipWatcher * watcher, MembershipWatcher::ForConfig(config));
   Config c = config;
+  if (watcher != nullptr && watcher->elastic() && c.elastic_generation < 0) {
+    // A worker joining a running job: its place comes with the generation that adds it.
+    CHORUS_RETURN_IF_ERROR(watcher->Adopt(c.elastic_generation, c.elastic_timeout).status());
+    CHORUS_ASSIGN_OR_RETURN(c, Config::FromEnvironment());
+  }
   while (true) {
     absl::StatusOr<std::unique_ptr<Controller>> controller = FormUcxWorld(c, watcher);
-    if (controller.ok() || watcher == nullptr) return controller;
+    if (controller.ok() || watcher == nullptr || !watcher->elastic()) return controller;
     // An elastic worker whose generation was replaced while it formed the world (the rendezvous
     // refused the stale generation, or the world was interrupted) joins the newer one.
     const bool stale = controller.status().code() == absl::StatusCode::kFailedPrecondition;

@@ -2,15 +2,14 @@
 """Checks the layer rule of docs/architecture.md ("Layers"): every dependency points down.
 
     base <- ops <- runtime,  base <- timeline <- runtime,  proto <- runtime,
-    base, proto <- launcher (a separate process) <- elastic (a library linked into chorusrun),
-    the public API <- bindings, elastic.
+    base <- elastic (pure policies) <- launcher (chorusrun: processes, ssh, the job engine),
+    proto <- launcher,  the public API <- bindings.
 
 Reads every #include of the C/C++/CUDA sources in the layer folders and every CMake
 target_link_libraries and ${PROJECT_SOURCE_DIR}/... path of their CMakeLists.txt, and prints one
 line per upward (or sideways) reach. The runtime may include only ops' interface headers
 (OPS_INTERFACE, listed in ops/README.md). bench/, test/ and examples/ sit on top and may use
-anything. chorusrun's entry point (launcher/main.cc, the chorusrun target's links) sits above
-elastic/ and may use it; the rest of launcher/ (the chorus_launcher library) may not.
+anything.
 
 Usage: check_layers.py [ROOT]     check the tree at ROOT (default: this script's repository)
        check_layers.py --self-test
@@ -24,28 +23,22 @@ import tempfile
 
 # Folder -> the other folders its code may use; None: anything. "api" is the public API, the
 # headers reached as chorus/...: runtime/include/chorus/ (chorus.h, c_api.h) and
-# base/include/chorus/types.h. A folder may always use itself. elastic/ is the driver side of
-# elastic training: a library linked into chorusrun, built on launcher/ (host lists, rank layout,
-# process supervision).
+# base/include/chorus/types.h. A folder may always use itself. elastic/ holds the pure policies
+# of MPI-less jobs over plain types; launcher/ (chorusrun) applies them.
 MAY_USE = {
     'base': set(),
     'proto': set(),
     'ops': {'base'},
     'timeline': {'base'},
     'runtime': {'base', 'proto', 'ops', 'timeline'},
-    'launcher': {'base', 'proto'},
-    'elastic': {'base', 'proto', 'api', 'launcher'},
+    'elastic': {'base'},
+    'launcher': {'base', 'proto', 'elastic'},
     'bindings': {'api'},
     'bench': None,
     'test': None,
     'examples': None,
 }
 PUBLIC_INCLUDE_DIRS = ('base/include', 'runtime/include')
-
-# Above their folder's layer: chorusrun's entry point (this file and this target's links) may
-# also use these folders. The chorus_launcher library under it may not.
-FILE_MAY_USE = {'launcher/main.cc': {'elastic'}}
-TARGET_MAY_USE = {'chorusrun': {'elastic'}}
 
 # The ops headers the runtime may include (ops/README.md says why each is an interface).
 OPS_INTERFACE = (
@@ -144,8 +137,6 @@ def check(root):
                 if used is None:
                     continue
                 why = allowed(path, used)
-                if why and folder_of(used) in FILE_MAY_USE.get(path, ()):
-                    why = None
                 if why:
                     line = text.count('\n', 0, m.start()) + 1
                     problems.append(f'{path}:{line}: includes {m.group(1)}: {why}')
@@ -167,8 +158,6 @@ def check(root):
             tokens = m.group(1).split()
             for token in tokens[1:]:
                 if token not in target_path:
-                    continue
-                if folder_of(target_path[token]) in TARGET_MAY_USE.get(tokens[0], ()):
                     continue
                 used = target_path[token]
                 if token in TARGET_LAYER_OVERRIDE:
@@ -203,15 +192,16 @@ def self_test():
         'bindings/python/src/module.cc': '#include "chorus/c_api.h"\n#include "dlpack.h"\n',
         'bindings/python/src/dlpack.h': '#include "chorus/types.h"\n',
         'bindings/python/CMakeLists.txt': 'target_link_libraries(ext PRIVATE chorus)\n',
-        'launcher/hosts.h': '#include "base/mutex.h"\n',
-        'launcher/main.cc': '#include "launcher/hosts.h"\n#include "elastic/driver.h"\n',
+        'elastic/next_generation.h': '#include "base/mutex.h"\n#include <vector>\n',
+        'elastic/CMakeLists.txt': 'add_library(chorus_elastic STATIC next_generation.cc)\n'
+                                  'target_link_libraries(chorus_elastic PUBLIC chorus_base)\n',
+        'launcher/hosts.h': '#include "base/mutex.h"\n#include "elastic/next_generation.h"\n',
+        'launcher/main.cc': '#include "launcher/hosts.h"\n',
         'launcher/CMakeLists.txt': 'add_library(chorus_launcher STATIC hosts.cc)\n'
                                    'add_executable(chorusrun main.cc)\n'
-                                   'target_link_libraries(chorus_launcher PUBLIC chorus_base)\n'
-                                   'target_link_libraries(chorusrun PRIVATE chorus_elastic)\n',
-        'elastic/driver.h': '#include "launcher/hosts.h"\n#include "chorus/types.h"\n',
-        'elastic/CMakeLists.txt': 'add_library(chorus_elastic STATIC driver.cc)\n'
-                                  'target_link_libraries(chorus_elastic PUBLIC chorus_launcher)\n',
+                                   'target_link_libraries(chorus_launcher PUBLIC chorus_base '
+                                   'chorus_elastic)\n'
+                                   'target_link_libraries(chorusrun PRIVATE chorus_launcher)\n',
         'test/unit/x_test.cc': '#include "runtime/executor.cc"\n#include "ops/cuda/cuda_platform.h"\n',
     }
     planted = {
@@ -225,11 +215,11 @@ def self_test():
         'runtime/include/chorus/c_api.h': ('#include "base/mutex.h"\n',
                                            'runtime/include/chorus/c_api.h:1'),
         'launcher/main.cc': ('#include "chorus/chorus.h"\n', 'launcher/main.cc:1'),
-        'launcher/hosts.cc': ('#include "elastic/driver.h"\n', 'launcher/hosts.cc:1'),
         'elastic/blacklist.cc': ('#include "runtime/runtime.h"\n', 'elastic/blacklist.cc:1'),
-        'launcher/x/CMakeLists.txt': ('target_link_libraries(chorus_launcher PUBLIC '
-                                      'chorus_elastic)\n',
-                                      'launcher/x/CMakeLists.txt: links chorus_elastic'),
+        'elastic/host_set.h': ('#include "launcher/hosts.h"\n', 'elastic/host_set.h:1'),
+        'elastic/x/CMakeLists.txt': ('target_link_libraries(chorus_elastic PUBLIC '
+                                     'chorus_launcher)\n',
+                                     'elastic/x/CMakeLists.txt: links chorus_launcher'),
         'bindings/python/src/fast.h': ('#include "runtime/runtime.h"\n',
                                        'bindings/python/src/fast.h:1'),
         'ops/cuda/CMakeLists.txt': ('target_link_libraries(chorus_cuda PUBLIC chorus_core)\n',

@@ -41,7 +41,7 @@ absl::Status AbortReason(const chorus::rendezvous::Generation& g) {
                         absl::StrJoin(g.lost_ranks(), ", "), ")");
   }
   return absl::AbortedError(
-      absl::StrCat("elastic generation ", g.number(), " aborted by chorusrun: ", g.cause(), lost));
+      absl::StrCat("generation ", g.number(), " aborted by chorusrun: ", g.cause(), lost));
 }
 
 }  // namespace
@@ -58,16 +58,18 @@ absl::StatusOr<MembershipWatcher*> MembershipWatcher::ForConfig(const Config& co
   absl::StatusOr<std::unique_ptr<RendezvousClient>> client =
       RendezvousClient::Create(config.rendezvous_addr, config.rendezvous_secret, kCallTimeout);
   if (!client.ok()) return client.status();
-  Slot() = Start(*std::move(client), config.elastic_worker_id, config.elastic_generation);
+  Slot() = Start(*std::move(client), config.elastic_worker_id, config.elastic_generation,
+                 config.elastic);
   static const bool registered = atexit(StopAtExit) == 0;
   (void)registered;
   return Slot().get();
 }
 
 std::unique_ptr<MembershipWatcher> MembershipWatcher::Start(
-    std::shared_ptr<RendezvousClient> client, std::string worker_id, int64_t generation) {
+    std::shared_ptr<RendezvousClient> client, std::string worker_id, int64_t generation,
+    bool elastic) {
   return std::unique_ptr<MembershipWatcher>(
-      new MembershipWatcher(std::move(client), std::move(worker_id), generation));
+      new MembershipWatcher(std::move(client), std::move(worker_id), generation, elastic));
 }
 
 MembershipWatcher* MembershipWatcher::Current() {
@@ -76,9 +78,10 @@ MembershipWatcher* MembershipWatcher::Current() {
 }
 
 MembershipWatcher::MembershipWatcher(std::shared_ptr<RendezvousClient> client,
-                                     std::string worker_id, int64_t generation)
+                                     std::string worker_id, int64_t generation, bool elastic)
     : client_(std::move(client)),
       worker_id_(std::move(worker_id)),
+      elastic_(elastic),
       adopted_(generation),
       thread_([this] { ThreadMain(); }) {}
 
@@ -170,31 +173,40 @@ std::vector<MembershipWatcher::HostUpdate> MembershipWatcher::TakeHostUpdates() 
 
 absl::StatusOr<std::map<std::string, std::string>> MembershipWatcher::Adopt(
     int64_t after, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
   MutexLock lock(&mu_);
-  const bool arrived =
-      lock.WaitFor(cv_, timeout, [this, after]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stop_ || (latest_ && latest_->number() > after);
-      });
-  if (!arrived || !latest_ || latest_->number() <= after) {
-    return absl::DeadlineExceededError(absl::StrCat(
-        "elastic worker ", worker_id_, ": no generation above ", after, " from chorusrun within ",
-        absl::FormatDuration(timeout),
-        link_error_.ok() ? "" : absl::StrCat(" (last error: ", link_error_.ToString(), ")")));
+  int64_t seen = after;
+  while (true) {
+    const bool arrived = lock.WaitFor(cv_, deadline - absl::Now(),
+                                      [this, seen]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+                                        return stop_ || (latest_ && latest_->number() > seen);
+                                      });
+    if (!arrived || !latest_ || latest_->number() <= seen) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "elastic worker ", worker_id_, ": no generation above ", after,
+          " placing it from chorusrun within ", absl::FormatDuration(timeout),
+          link_error_.ok() ? "" : absl::StrCat(" (last error: ", link_error_.ToString(), ")")));
+    }
+    const chorus::rendezvous::Generation& g = *latest_;
+    seen = g.number();
+    const auto place = std::find_if(g.places().begin(), g.places().end(),
+                                    [this](const auto& p) { return p.worker_id() == worker_id_; });
+    if (place == g.places().end()) {
+      if (adopted_ < 0) continue;  // joining: placed by a later generation
+      adopted_ = g.number();
+      return absl::NotFoundError(absl::StrCat("elastic worker ", worker_id_,
+                                              " has no place in generation ", g.number(),
+                                              " (chorusrun released it)"));
+    }
+    adopted_ = g.number();
+    if (g.hold()) continue;  // too few workers: the world forms in a later generation
+    adopted_variables_ =
+        std::map<std::string, std::string>(place->env().begin(), place->env().end());
+    for (const auto& [name, value] : adopted_variables_) {
+      setenv(name.c_str(), value.c_str(), /*overwrite=*/1);
+    }
+    return adopted_variables_;
   }
-  const chorus::rendezvous::Generation& g = *latest_;
-  const auto place = std::find_if(g.places().begin(), g.places().end(),
-                                  [this](const auto& p) { return p.worker_id() == worker_id_; });
-  adopted_ = g.number();
-  if (place == g.places().end()) {
-    return absl::NotFoundError(absl::StrCat("elastic worker ", worker_id_,
-                                            " has no place in generation ", g.number(),
-                                            " (chorusrun released it)"));
-  }
-  adopted_variables_ = std::map<std::string, std::string>(place->env().begin(), place->env().end());
-  for (const auto& [name, value] : adopted_variables_) {
-    setenv(name.c_str(), value.c_str(), /*overwrite=*/1);
-  }
-  return adopted_variables_;
 }
 
 std::string PerGenerationPath(const std::string& path, int64_t generation) {

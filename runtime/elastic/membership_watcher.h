@@ -1,6 +1,7 @@
 // File: runtime/elastic/membership_watcher.h
 //
-// An elastic worker's link to chorusrun's driver (elastic/driver.h): one thread per process that
+// An elastic worker's link to chorusrun's job engine (launcher/job_engine.h): one thread per
+// process that
 // long-polls the rendezvous service for new generations (Watch in proto/rendezvous.proto) every
 // kPollPeriod, which doubles as the worker's heartbeat (chorusrun treats a worker silent for 5 s
 // as lost and kills it). The watcher outlives chorus::Init/Shutdown: it runs from the first Init
@@ -9,7 +10,7 @@
 // What a new generation G does here:
 // - aborted (a worker of the previous generation is gone): the interrupt of every world formed
 //   in a generation below G is raised (base/interrupt.h), so their pending and later ops fail
-//   with Aborted "elastic generation G aborted by chorusrun: <cause>" at once instead of waiting
+//   with Aborted "generation G aborted by chorusrun: <cause>" at once instead of waiting
 //   on a dead peer; the training loop then rolls back (chorus.elastic).
 // - not aborted (hosts added, or removed from discovery): a host update is recorded, which the
 //   training loop takes at its next commit (TakeHostUpdates, chorus.elastic check_host_updates)
@@ -67,9 +68,10 @@ class MembershipWatcher {
   static MembershipWatcher* Current();
 
   // A watcher of its own (not the process's): for tests. `generation` is the one this worker
-  // starts in.
+  // starts in (-1: it joins a running job); `elastic`: whether the job is.
   static std::unique_ptr<MembershipWatcher> Start(std::shared_ptr<RendezvousClient> client,
-                                                  std::string worker_id, int64_t generation);
+                                                  std::string worker_id, int64_t generation,
+                                                  bool elastic = true);
 
   // Stops the thread (waits for its call in progress, at most kPollPeriod plus a call).
   ~MembershipWatcher();
@@ -79,6 +81,10 @@ class MembershipWatcher {
   // An interrupt for a world formed in `generation`: raised once an aborted generation above it
   // is published (at once if one already was).
   std::shared_ptr<const Interrupt> WorldInterrupt(int64_t generation);
+
+  // Whether the job is elastic (CHORUS_ELASTIC): its resets adopt chorusrun's next generation.
+  // A fixed-size job's workers have a watcher too, for the heartbeats and the aborts.
+  bool elastic() const { return elastic_; }
 
   // The newest generation published so far (-1: none yet).
   int64_t latest() const;
@@ -93,20 +99,24 @@ class MembershipWatcher {
   // The host updates of generations above the adopted one, oldest first; each is returned once.
   std::vector<HostUpdate> TakeHostUpdates();
 
-  // Waits up to `timeout` for a generation above `after`, then adopts the newest: sets this
-  // worker's variables of it in the process environment and returns them (name -> value).
-  // NotFound when this worker has no place in it (chorusrun released it: it should exit
-  // quietly), DeadlineExceeded when none comes in time (naming the last link error, if any).
+  // Waits up to `timeout` for a generation above `after` that places this worker and forms a
+  // world, then adopts it: sets this worker's variables of it in the process environment and
+  // returns them (name -> value). On the way, a generation on hold (Generation.hold: too few
+  // workers) is waited past, and so is one without this worker while it joins (it has never had
+  // a place). NotFound when a generation has no place for this worker after it had one
+  // (chorusrun released it: it should exit quietly), DeadlineExceeded when none comes in time
+  // (naming the last link error, if any).
   absl::StatusOr<std::map<std::string, std::string>> Adopt(int64_t after, absl::Duration timeout);
 
  private:
   MembershipWatcher(std::shared_ptr<RendezvousClient> client, std::string worker_id,
-                    int64_t generation);
+                    int64_t generation, bool elastic);
   void ThreadMain();
   void Apply(const chorus::rendezvous::Generation& g) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::shared_ptr<RendezvousClient> client_;
   const std::string worker_id_;
+  const bool elastic_;
 
   mutable Mutex mu_;
   std::condition_variable cv_;  // a new generation, or stop

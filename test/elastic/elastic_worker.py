@@ -13,6 +13,8 @@ Then it acts on the schedule file $ELASTIC_TEST_DIR/schedule.json:
   "exit:N"   exit with code N
   "term"     send itself SIGTERM (a spot notice from outside)
   "stop"     send itself SIGSTOP (a hung worker: only its heartbeat tells)
+  "sleep"    stop training and sleep without calling chorus (busy elsewhere: its heartbeat goes
+             on, but it reaches no commit)
   "wait"     (the default) train until $ELASTIC_TEST_DIR/release exists, then exit 0
 and in its next reset, after chorus shut down and before it joins the new world,
   "term_in_reset"  send itself SIGTERM (a worker lost while the others re-form)
@@ -89,6 +91,9 @@ def train_steps(state):
         if action != 'wait' and time.monotonic() >= act_at:
             if action.startswith('exit:'):
                 sys.exit(int(action[5:]))
+            if action == 'sleep':
+                time.sleep(max(0.0, give_up - time.monotonic()))
+                sys.exit(9)
             os.kill(os.getpid(), signal.SIGTERM if action == 'term' else signal.SIGSTOP)
             action = 'wait'
         if os.path.exists(os.path.join(d, 'release')):

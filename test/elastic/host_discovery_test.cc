@@ -144,12 +144,9 @@ TEST_CASE("InterpretScriptRun judges each way a run ends", "[elastic][discovery]
   CHECK_THAT(Message(overflow.status()), Catch::Contains("printed more than 1048576 bytes"));
 }
 
-TEST_CASE("HostDiscovery rejects bad options", "[elastic][discovery]") {
+TEST_CASE("Discovery options are validated", "[elastic][discovery]") {
   const auto bad = [](DiscoveryOptions o) {
-    absl::StatusOr<HostDiscovery> d = HostDiscovery::Create(
-        o, [](const DiscoveryOptions&) { return absl::StatusOr<ScriptRun>(Exited(0)); });
-    REQUIRE_FALSE(d.ok());
-    CHECK(d.status().code() == absl::StatusCode::kInvalidArgument);
+    CHECK(ValidateDiscoveryOptions(o).code() == absl::StatusCode::kInvalidArgument);
   };
   DiscoveryOptions o = Options();
   o.script = "  ";
@@ -167,45 +164,20 @@ TEST_CASE("HostDiscovery rejects bad options", "[elastic][discovery]") {
   CHECK(DiscoveryOptions{}.timeout == absl::Seconds(30));
 }
 
-// Hands out scripted runs, one per call.
-class FakeRunner {
- public:
-  void Push(absl::StatusOr<ScriptRun> run) { runs_.push_back(std::move(run)); }
-  HostDiscovery::ScriptRunner AsRunner() {
-    return [this](const DiscoveryOptions&) {
-      REQUIRE_FALSE(runs_.empty());
-      absl::StatusOr<ScriptRun> run = runs_.front();
-      runs_.pop_front();
-      return run;
-    };
-  }
-
- private:
-  std::deque<absl::StatusOr<ScriptRun>> runs_;
-};
-
-TEST_CASE("HostDiscovery: a failure before any success is an error", "[elastic][discovery]") {
-  FakeRunner fake;
-  absl::StatusOr<HostDiscovery> d = HostDiscovery::Create(Options(), fake.AsRunner());
-  REQUIRE(d.ok());
-  fake.Push(Exited(3));
-  absl::StatusOr<HostDiscovery::Result> first = d->Discover();
+TEST_CASE("DiscoveryJudge: a failure before any success is an error", "[elastic][discovery]") {
+  DiscoveryJudge d(Options());
+  absl::StatusOr<DiscoveryJudge::Result> first = d.Judge(Exited(3));
   REQUIRE_FALSE(first.ok());
   CHECK(first.status().code() == absl::StatusCode::kUnavailable);
-  CHECK_FALSE(d->last_good().has_value());
-  fake.Push(Exited(0, "bad:x\n"));
-  REQUIRE(d->Discover().status().code() == absl::StatusCode::kInvalidArgument);
-  fake.Push(absl::InternalError("fork: out of memory"));
-  REQUIRE(d->Discover().status().code() == absl::StatusCode::kInternal);
+  CHECK_FALSE(d.last_good().has_value());
+  REQUIRE(d.Judge(Exited(0, "bad:x\n")).status().code() == absl::StatusCode::kInvalidArgument);
+  REQUIRE(d.Judge(absl::InternalError("fork: out of memory")).status().code() ==
+          absl::StatusCode::kInternal);
 }
 
-TEST_CASE("HostDiscovery keeps the last good host set after a success", "[elastic][discovery]") {
-  FakeRunner fake;
-  absl::StatusOr<HostDiscovery> d = HostDiscovery::Create(Options(), fake.AsRunner());
-  REQUIRE(d.ok());
-
-  fake.Push(Exited(0, "a:1\nb\n"));
-  absl::StatusOr<HostDiscovery::Result> r = d->Discover();
+TEST_CASE("DiscoveryJudge keeps the last good host set after a success", "[elastic][discovery]") {
+  DiscoveryJudge d(Options());
+  absl::StatusOr<DiscoveryJudge::Result> r = d.Judge(Exited(0, "a:1\nb\n"));
   REQUIRE(r.ok());
   CHECK(r->hosts == HostSet{{"a", 1}, {"b", 2}});
   CHECK(r->warning.empty());
@@ -213,85 +185,62 @@ TEST_CASE("HostDiscovery keeps the last good host set after a success", "[elasti
   ScriptRun late;
   late.exit = {true, SIGTERM};
   late.timed_out = true;
-  fake.Push(late);
-  fake.Push(Exited(3, "", "boom\n"));
-  fake.Push(Exited(0, "garbage here\n"));
-  fake.Push(absl::InternalError("pipe: too many open files"));
-  for (const char* expected : {"did not finish within the timeout of 500ms",
-                               "exited with code 3; its last stderr line: 'boom'",
-                               "line 1: malformed host 'garbage here'", "pipe: too many open"}) {
-    INFO(expected);
-    r = d->Discover();
+  const std::vector<absl::StatusOr<ScriptRun>> failures = {
+      late, Exited(3, "", "boom\n"), Exited(0, "garbage here\n"),
+      absl::InternalError("pipe: too many open files")};
+  const std::vector<const char*> expected = {"did not finish within the timeout of 500ms",
+                                             "exited with code 3; its last stderr line: 'boom'",
+                                             "line 1: malformed host 'garbage here'",
+                                             "pipe: too many open"};
+  for (size_t i = 0; i < failures.size(); ++i) {
+    INFO(expected[i]);
+    r = d.Judge(failures[i]);
     REQUIRE(r.ok());
     CHECK(r->hosts == HostSet{{"a", 1}, {"b", 2}});
-    CHECK_THAT(r->warning, Catch::Contains(expected));
+    CHECK_THAT(r->warning, Catch::Contains(expected[i]));
     CHECK_THAT(r->warning, Catch::EndsWith("; keeping the last discovered hosts"));
   }
 
   // A new good answer replaces the old one, even an empty one.
-  fake.Push(Exited(0, "c:4\n"));
-  r = d->Discover();
+  r = d.Judge(Exited(0, "c:4\n"));
   REQUIRE(r.ok());
   CHECK(r->hosts == HostSet{{"c", 4}});
   CHECK(r->warning.empty());
-  fake.Push(Exited(0, ""));
-  r = d->Discover();
+  r = d.Judge(Exited(0, ""));
   REQUIRE(r.ok());
   CHECK(r->hosts.empty());
-  CHECK(d->last_good() == HostSet{});
-  fake.Push(Exited(1));
-  r = d->Discover();
+  CHECK(d.last_good() == HostSet{});
+  r = d.Judge(Exited(1));
   REQUIRE(r.ok());
   CHECK(r->hosts.empty());
   CHECK_FALSE(r->warning.empty());
 }
 
-TEST_CASE("HostDiscovery does not mask a signal to chorusrun", "[elastic][discovery]") {
-  FakeRunner fake;
-  absl::StatusOr<HostDiscovery> d = HostDiscovery::Create(Options(), fake.AsRunner());
-  REQUIRE(d.ok());
-  fake.Push(Exited(0, "a\n"));
-  REQUIRE(d->Discover().ok());
+TEST_CASE("DiscoveryJudge does not mask a signal to chorusrun", "[elastic][discovery]") {
+  DiscoveryJudge d(Options());
+  REQUIRE(d.Judge(Exited(0, "a\n")).ok());
   ScriptRun stopped;
   stopped.exit = {true, SIGTERM};
   stopped.stop_signal = SIGTERM;
-  fake.Push(stopped);
-  absl::StatusOr<HostDiscovery::Result> r = d->Discover();
+  absl::StatusOr<DiscoveryJudge::Result> r = d.Judge(stopped);
   REQUIRE_FALSE(r.ok());
   CHECK(r.status().code() == absl::StatusCode::kCancelled);
-  CHECK(d->last_good() == HostSet{{"a", 2}});
+  CHECK(d.last_good() == HostSet{{"a", 2}});
 }
 
-TEST_CASE("HostDiscovery::Judge: runs made elsewhere, the last good set kept",
-          "[elastic][discovery]") {
-  auto d = HostDiscovery::Create(Options());
-  REQUIRE(d.ok());
-  CHECK_FALSE(d->Judge(Exited(3)).ok());  // no success yet: an error
-  auto first = d->Judge(Exited(0, "a:2\n"));
-  REQUIRE(first.ok());
-  CHECK(first->hosts == HostSet{{"a", 2}});
-  CHECK(first->warning.empty());
-  auto garbage = d->Judge(Exited(0, "a:x\n"));
-  REQUIRE(garbage.ok());
-  CHECK(garbage->hosts == HostSet{{"a", 2}});
-  CHECK_THAT(garbage->warning, Catch::Contains("keeping the last discovered hosts"));
-  auto failed_start = d->Judge(absl::InternalError("fork: no"));
-  REQUIRE(failed_start.ok());
-  CHECK(failed_start->hosts == HostSet{{"a", 2}});
-}
-
-TEST_CASE("ScriptOutputSink keeps stdout up to the limit and the stderr tail",
+TEST_CASE("AppendScriptOutput keeps stdout up to the limit and the stderr tail",
           "[elastic][discovery]") {
   ScriptRun run;
-  ScriptOutputSink sink(&run);
-  sink.Write(0, launcher::OutputStream::kStdout, "a:1\n");
-  sink.Write(0, launcher::OutputStream::kStderr, "oops\n");
+  AppendScriptOutput(run, /*is_stdout=*/true, "a:1\n");
+  AppendScriptOutput(run, /*is_stdout=*/false, "oops\n");
   CHECK(run.stdout_text == "a:1\n");
   CHECK(run.stderr_tail == "oops\n");
   CHECK_FALSE(run.stdout_overflow);
-  sink.Write(0, launcher::OutputStream::kStdout, std::string(kMaxDiscoveryOutputBytes, 'x'));
+  AppendScriptOutput(run, /*is_stdout=*/true, std::string(kMaxDiscoveryOutputBytes, 'x'));
   CHECK(run.stdout_overflow);
   CHECK(run.stdout_text.size() == kMaxDiscoveryOutputBytes);
+  AppendScriptOutput(run, /*is_stdout=*/false, std::string(10000, 'e'));
+  CHECK(run.stderr_tail.size() == 4096);
 }
 
 }  // namespace

@@ -8,8 +8,6 @@
 namespace chorus::elastic {
 namespace {
 
-using launcher::RankPlacement;
-
 // "host:slot" per rank, for compact expectations.
 std::vector<std::string> Seats(const RankAssignment& a) {
   std::vector<std::string> seats;
@@ -65,21 +63,53 @@ void CheckConsistent(const RankAssignment& a, const std::vector<HostSlots>& host
   }
 }
 
+// horovodrun's get_host_assignments, written out independently: ranks fill the hosts in order,
+// each host's slots in order.
+std::vector<RankPlacement> ReferenceLayout(const std::vector<HostSlots>& hosts, int np) {
+  std::vector<RankPlacement> ranks;
+  std::vector<int> hosts_with_local_rank;
+  for (const HostSlots& h : hosts) {
+    const size_t first = ranks.size();
+    for (int local = 0; local < h.slots && static_cast<int>(ranks.size()) < np; ++local) {
+      if (hosts_with_local_rank.size() <= static_cast<size_t>(local)) {
+        hosts_with_local_rank.push_back(0);
+      }
+      RankPlacement p;
+      p.host = h.host;
+      p.rank = static_cast<int>(ranks.size());
+      p.size = np;
+      p.local_rank = local;
+      p.cross_rank = hosts_with_local_rank[static_cast<size_t>(local)]++;
+      ranks.push_back(std::move(p));
+    }
+    for (size_t r = first; r < ranks.size(); ++r) {
+      ranks[r].local_size = static_cast<int>(ranks.size() - first);
+    }
+  }
+  for (RankPlacement& p : ranks) {
+    p.cross_size = hosts_with_local_rank[static_cast<size_t>(p.local_rank)];
+  }
+  return ranks;
+}
+
 TEST_CASE("AssignRanks: the first generation is horovodrun's layout", "[elastic][ranks]") {
   const std::vector<HostSlots> hosts =
       GENERATE(std::vector<HostSlots>{{"a", 1}}, std::vector<HostSlots>{{"a", 2}, {"b", 1}},
                std::vector<HostSlots>{{"a", 3}, {"b", 1}, {"c", 2}},
                std::vector<HostSlots>{{"z", 4}, {"a", 4}});
-  const int total = static_cast<int>(launcher::TotalSlots(hosts));
+  int total = 0;
+  for (const HostSlots& h : hosts) total += h.slots;
   for (int np = 1; np <= total; ++np) {
-    INFO(launcher::FormatHosts(hosts) << " max_np " << np);
+    INFO(hosts.size() << " hosts, max_np " << np);
     absl::StatusOr<RankAssignment> a = AssignRanks({}, hosts, {1, np});
     REQUIRE(a.ok());
-    absl::StatusOr<std::vector<RankPlacement>> layout = launcher::LayoutRanks(hosts, np);
+    const std::vector<RankPlacement> reference = ReferenceLayout(hosts, np);
+    absl::StatusOr<std::vector<RankPlacement>> layout = LayoutRanks(hosts, np);
     REQUIRE(layout.ok());
-    REQUIRE(a->workers.size() == layout->size());
-    for (size_t r = 0; r < layout->size(); ++r) {
-      CHECK(a->workers[r].placement == (*layout)[r]);
+    CHECK(*layout == reference);
+    REQUIRE(a->workers.size() == reference.size());
+    for (size_t r = 0; r < reference.size(); ++r) {
+      CHECK(a->workers[r].placement == reference[r]);
       CHECK_FALSE(a->workers[r].previous_rank.has_value());
     }
     CHECK(a->released.empty());

@@ -39,11 +39,5 @@ TEST_CASE("FormatResetLine: a host that stays, and no host change", "[elastic][r
   CHECK(FormatResetLine(r) == "chorusrun: generation 1: size 2 -> 3, cause: x");
 }
 
-TEST_CASE("DescribeExit", "[elastic][reset_log]") {
-  CHECK(DescribeExit({false, 3}) == "exited with code 3");
-  CHECK(DescribeExit({true, SIGKILL}) == "killed by SIGKILL");
-  CHECK(DescribeExit({true, SIGSEGV}) == "killed by SIGSEGV");
-}
-
 }  // namespace
 }  // namespace chorus::elastic

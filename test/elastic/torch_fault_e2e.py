@@ -4,10 +4,12 @@ reference run (the shape of Horovod's test/integration/test_elastic_torch.py).
 
 Each fault case trains torch_fault_train.py with 2 ranks on hosts `127.0.0.1` (1 slot, rank 0)
 and `localhost` (2 slots, one spare: --max-np 2); rank 0 ends itself at epoch 1, batch 6 (after
-the commit at batch 3), by an uncaught exception or by SIGKILL. Its host is blacklisted, the
-survivor becomes rank 0, a new worker takes the spare slot (size 2 again), and both roll back to
-the commit. Checked, with numbers:
-  - the job ends with status 0 and one reset line naming the failure and the blacklisting;
+the commit at batch 3), by an uncaught exception or by SIGKILL. Its host is blacklisted and the
+survivor becomes rank 0. With --min-np 2 the survivor alone is too few: it is held (rolled back
+to the commit, in its process) until a new worker started in the spare slot is ready, and both
+go on from the commit at size 2. Checked, with numbers:
+  - the job ends with status 0 and two reset lines: the hold naming the failure and the
+    blacklisting, then the join;
   - every epoch processed exactly the reference run's samples (nothing lost or repeated);
   - the survivor re-ran the epoch from its last commit (its epoch-1 line counts the batches
     since that commit) after exactly one reset, in the same process;
@@ -97,15 +99,16 @@ def check_fault_case(chorusrun, mode, reference):
     try:
         env = dict(os.environ, CHORUS_ELASTIC_DISCOVERY_INTERVAL='0.05')
         p, epochs, digests = run(
-            [chorusrun, '-np', '2', '--min-np', '1', '--max-np', '2', '--host-discovery-script',
+            [chorusrun, '-np', '2', '--min-np', '2', '--max-np', '2', '--host-discovery-script',
              script, sys.executable, TRAIN, '--exit-mode', mode, '--exit-schedule',
              json.dumps(FAULT)], env)
         report = f'--- stdout\n{p.stdout}--- stderr\n{p.stderr}'
         assert p.returncode == 0, f'status {p.returncode}\n{report}'
         how = 'killed by SIGKILL' if mode == 'kill' else 'exited with code 1'
         resets = [l for l in p.stderr.splitlines() if l.startswith('chorusrun: generation')]
-        assert len(resets) == 1 and f'rank 0 on 127.0.0.1 {how}; 127.0.0.1 blacklisted' in \
-            resets[0] and 'size 2 -> 2' in resets[0], report
+        assert len(resets) == 2 and f'rank 0 on 127.0.0.1 {how}; 127.0.0.1 blacklisted' in \
+            resets[0] and 'size 2 -> 1' in resets[0] and 'on hold' in resets[0], report
+        assert 'size 1 -> 2, cause: joined: rank 1 on localhost' in resets[1], report
         assert samples_per_epoch(epochs) == ref_samples, \
             (samples_per_epoch(epochs), ref_samples, report)
         # Every sample trained on exactly once per epoch, counting the batches the ranks ran
@@ -114,7 +117,7 @@ def check_fault_case(chorusrun, mode, reference):
         ran_epoch_0 = {e['start_rank'] for e in epochs if e['epoch'] == 0}
         assert ran_epoch_0 == {0, 1}, report
         # Epoch 1 after the fault: the survivor (rank 1 at start, rank 0 now, one reset in its
-        # process) and the replacement (started for generation 1 as rank 1, no reset).
+        # process) and the replacement (joined as rank 1, no reset).
         epoch_1 = sorted((e['rank'], e['start_rank'], e['resets'], e['size'], e['batches'])
                          for e in epochs if e['epoch'] == 1)
         # Both ran the epoch from the commit after batch 3 on: its 16 global batches (512
@@ -123,6 +126,31 @@ def check_fault_case(chorusrun, mode, reference):
         assert sorted(digests) == ['0', '1'] and set(digests.values()) == {ref_digest}, \
             (digests, ref_digest, report)
         return f'{mode}: resumed at the commit after batch 3, parameters equal the reference'
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def check_no_wait_case(chorusrun):
+    """--min-np 1: the survivor goes on alone at once; the replacement joins at a later commit
+    once it is ready (its start-up off the survivor's critical path)."""
+    d, script = discovery_dir('127.0.0.1:1\nlocalhost:2\n')
+    try:
+        env = dict(os.environ, CHORUS_ELASTIC_DISCOVERY_INTERVAL='0.05')
+        p, epochs, digests = run(
+            [chorusrun, '-np', '2', '--min-np', '1', '--max-np', '2', '--host-discovery-script',
+             script, sys.executable, TRAIN, '--exit-mode', 'kill', '--exit-schedule',
+             json.dumps(FAULT), '--batch-sleep', '0.1'], env)
+        report = f'--- stdout\n{p.stdout}--- stderr\n{p.stderr}'
+        assert p.returncode == 0, f'status {p.returncode}\n{report}'
+        resets = [l for l in p.stderr.splitlines() if l.startswith('chorusrun: generation')]
+        assert len(resets) == 2 and 'size 2 -> 1' in resets[0] and 'on hold' not in resets[0] \
+            and 'size 1 -> 2, cause: joined: rank 1 on localhost' in resets[1], report
+        # Nothing lost; repeats only where a repartition pads the sampler to the new size.
+        assert all(e['seen_unique'] == 512 and e['seen_total'] - 512 <= 2 for e in epochs), report
+        assert 1 in {e['size'] for e in epochs if e['epoch'] == 1} or any(
+            e['size'] == 2 and e['resets'] == 2 for e in epochs), report
+        assert sorted(digests) == ['0', '1'] and len(set(digests.values())) == 1, report
+        return 'kill, --min-np 1: the survivor went on alone, the replacement joined later'
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
@@ -140,6 +168,7 @@ def main():
     failed = 0
     cases = [(mode, lambda mode=mode: check_fault_case(args.chorusrun, mode, reference))
              for mode in ('exception', 'kill')]
+    cases.append(('no-wait', lambda: check_no_wait_case(args.chorusrun)))
     cases.append(('hosts', lambda: check_hosts_case(args.chorusrun)))
     for name, check in cases:
         try:

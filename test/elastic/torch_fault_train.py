@@ -45,10 +45,9 @@ parser.add_argument('--exit-schedule', default='{}')
 parser.add_argument('--exit-mode', choices=['exception', 'kill'], default='exception')
 parser.add_argument('--hosts-schedule', default='{}')
 parser.add_argument('--hosts-file')
+parser.add_argument('--batch-sleep', type=float, default=0.0, help='seconds per batch')
 args = parser.parse_args()
 
-START_RANK = int(os.environ.get('CHORUS_RANK', os.environ.get('OMPI_COMM_WORLD_RANK', '0')))
-FIRST_GENERATION = os.environ.get('CHORUS_ELASTIC_GENERATION', '0') == '0'
 schedule = {tuple(int(x) for x in key.split(',')): ranks
             for key, ranks in json.loads(args.exit_schedule).items()}
 hosts_schedule = {int(epoch): change for epoch, change in json.loads(args.hosts_schedule).items()}
@@ -69,6 +68,10 @@ def change_hosts(state):
     raise RuntimeError(f'no host update from chorusrun within 60 s at epoch {state.epoch}')
 
 hvd.init()
+# This process's rank and generation when it first joined (a worker that joins a running job
+# learns them at init).
+START_RANK = hvd.rank()
+FIRST_GENERATION = os.environ.get('CHORUS_ELASTIC_GENERATION', '0') == '0'
 torch.manual_seed(7)
 torch.set_num_threads(1)
 g = torch.Generator().manual_seed(11)
@@ -117,6 +120,7 @@ def train(state):
             state.seen = state.seen + hvd.allgather(index, name='seen').tolist()
             state.train_sampler.record_batch(batch_idx, args.batch_size)
             ran += 1
+            time.sleep(args.batch_sleep)
             if (batch_idx + 1) % args.batches_per_commit == 0:
                 commit()
         print('EPOCH ' + json.dumps({

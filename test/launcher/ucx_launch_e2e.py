@@ -228,8 +228,8 @@ def test_rendezvous_env(t):
     header = [line for line in lines if line.startswith('chorusrun: ')]
     check('--verbose prints the rendezvous address and each command, never the secret',
           p.returncode == 0 and len(header) == 3 and
-          re.fullmatch(r'chorusrun: rendezvous server at 127\.0\.0\.1:\d+ '
-                       r'\(listening on 127\.0\.0\.1\)', header[0]) is not None and
+          re.fullmatch(r'chorusrun: rendezvous server listening on 127\.0\.0\.1:\d+',
+                       header[0]) is not None and
           header[1] == "chorusrun: rank 0 on localhost: /bin/sh -c 'echo \"$CHORUS_RENDEZVOUS_SECRET\"'"
           and len(secret) == 64 and secret not in '\n'.join(header), describe(p))
 
@@ -300,7 +300,7 @@ def test_failures(t):
     others = read_pids(pids)
     check('a worker killed by SIGKILL: exit 137, the summary names the signal',
           p.returncode == 137 and last_line(p.stderr) ==
-          'chorusrun: job failed: rank 1 on localhost was killed by signal 9 (Killed)',
+          'chorusrun: job failed: rank 1 on localhost killed by SIGKILL',
           describe(p))
     check('... and the other workers were stopped',
           len(others) == 2 and all(gone(pid) for pid in others), f'pids {others}')
@@ -367,8 +367,9 @@ def test_remote(t):
               placements(subprocess.CompletedProcess([], 0, '\n'.join(report), '')) == want and
               len(extra) == 3 and len(secrets) == 1 and
               re.fullmatch(r'secret=[0-9a-f]{64}', secrets.pop()) is not None and
-              len(addrs) == 1 and re.fullmatch(r'addr=' + re.escape(this_host) + r':\d+',
-                                               addrs.pop()) is not None and
+              # Local ranks dial 127.0.0.1, remote ones this host; one server, one port.
+              len(addrs) == 2 and len({a.rsplit(':', 1)[1] for a in addrs}) == 1 and
+              {a.rsplit(':', 1)[0] for a in addrs} == {'addr=127.0.0.1', 'addr=' + this_host} and
               all(x.split()[2] == 'pwd=' + os.path.realpath(t.tmp) for x in extra),
               describe(p))
         check(f'ssh ({shell}): one `ssh HOST true` check, then one ssh per remote rank, with '

@@ -7,8 +7,6 @@
 
 #include <catch2/catch.hpp>
 
-#include "launcher/ucx_launch.h"
-
 namespace chorus::launcher {
 namespace {
 
@@ -43,26 +41,6 @@ TEST_CASE("LineSplitter joins pieces and splits lines", "[launcher][output]") {
   const std::string huge(kMaxLineBytes * 2 + 5, 'z');
   CHECK(Split({huge, "\n"}) ==
         Lines{std::string(kMaxLineBytes, 'z'), std::string(kMaxLineBytes, 'z'), "zzzzz"});
-}
-
-TEST_CASE("The failure summary names the rank, the host and the cause", "[launcher][output]") {
-  const RankPlacement p = {"localhost", 1, 2, 1, 2, 0, 1};
-  CHECK(DescribeRankExit(p, false, {true, SIGKILL}) ==
-        "rank 1 on localhost was killed by signal 9 (Killed)");
-  CHECK(DescribeRankExit(p, false, {true, SIGSEGV}) ==
-        "rank 1 on localhost was killed by signal 11 (Segmentation fault)");
-  CHECK(DescribeRankExit(p, false, {false, 3}) == "rank 1 on localhost exited with code 3");
-  CHECK(DescribeRankExit(p, false, {false, 255}) == "rank 1 on localhost exited with code 255");
-  const RankPlacement q = {"node7", 4, 8, 0, 4, 1, 2};
-  CHECK(DescribeRankExit(q, true, {false, 1}) == "rank 4 on node7 exited with code 1");
-  CHECK(DescribeRankExit(q, true, {false, 255}) ==
-        "rank 4 on node7 exited with code 255 (ssh's code for a failed connection)");
-  CHECK(DescribeRankExit(q, true, {false, 137}) ==
-        "rank 4 on node7 exited with code 137 (the remote shell's code for signal 9 (Killed))");
-  CHECK(WorkerExit{true, 9}.shell_status() == 137);
-  CHECK(WorkerExit{false, 3}.shell_status() == 3);
-  CHECK_FALSE(WorkerExit{false, 3}.ok());
-  CHECK(WorkerExit{false, 0}.ok());
 }
 
 }  // namespace

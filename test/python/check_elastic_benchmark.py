@@ -7,7 +7,11 @@ the discovery output once rank 0 has reported iteration 1, and the job must then
     the first ones at size 1 and the last at size 2, every rate positive,
   - end with status 0, a summary for 2 ranks, and identical parameters on both ranks.
 
-    check_elastic_benchmark.py --chorusrun PATH --example PATH [--iters 6]
+    check_elastic_benchmark.py --chorusrun PATH --example PATH [--iters 40]
+
+The new worker joins at a commit once its process is ready (it imports PyTorch meanwhile, off
+rank 0's critical path), so the job runs enough iterations for that to happen well before it
+ends.
 
 Prints "check_elastic_benchmark: PASS" and exits 0, or says what is wrong and exits 1. The job
 is bounded (240 s, then killed: a failure, not a hang).
@@ -67,7 +71,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--chorusrun", required=True)
     parser.add_argument("--example", required=True)
-    parser.add_argument("--iters", type=int, default=6)
+    parser.add_argument("--iters", type=int, default=40)
     args = parser.parse_args()
     directory = tempfile.mkdtemp(prefix="elastic_benchmark_")
     try:

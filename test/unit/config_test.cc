@@ -235,6 +235,8 @@ TEST_CASE("Describe lists the defaults in a stable order", "[config]") {
       "CHORUS_START_TIMEOUT_SECONDS=30",
       "CHORUS_ELASTIC_WORKER_ID=",
       "CHORUS_ELASTIC_GENERATION=0",
+      "CHORUS_ELASTIC=false",
+      "CHORUS_ELASTIC_TIMEOUT=600",
       "CHORUS_RANK=",
       "CHORUS_SIZE=",
       "CHORUS_LOCAL_RANK=",

@@ -86,7 +86,7 @@ TEST_CASE("membership watcher: an aborted generation interrupts the worlds befor
   REQUIRE(Eventually([&] { return world0->raised(); }));
   CHECK(world0->reason().code() == absl::StatusCode::kAborted);
   CHECK(world0->reason().message() ==
-        "elastic generation 1 aborted by chorusrun: rank 2 on hostB killed by SIGKILL (lost "
+        "generation 1 aborted by chorusrun: rank 2 on hostB killed by SIGKILL (lost "
         "rank 2)");
   // A world of the aborted generation itself is not interrupted; one formed earlier is at once.
   CHECK_FALSE(watcher->WorldInterrupt(1)->raised());

@@ -137,7 +137,8 @@ CHORUS_EXPORT int32_t chorus_result_last_joined_rank(const chorus_result_t* resu
 CHORUS_EXPORT int32_t chorus_result_process_set_id(const chorus_result_t* result);
 
 /* Elastic jobs (runtime/elastic/membership_watcher.h). A process is an elastic worker once an
- * init ran with CHORUS_ELASTIC_WORKER_ID set (chorusrun's elastic mode sets it).
+ * init ran with CHORUS_ELASTIC_WORKER_ID and CHORUS_ELASTIC=1 set (chorusrun's elastic mode sets
+ * them; a fixed-size MPI-less job's workers get a worker id only, for their heartbeats).
  *
  * 1 when this process is an elastic worker, else 0. */
 CHORUS_EXPORT int chorus_elastic_worker(void);
@@ -149,9 +150,10 @@ CHORUS_EXPORT int chorus_elastic_take_host_updates(int64_t* timestamp_us, int32_
  * than the one this worker is in and adopts it: sets this worker's variables for it
  * (CHORUS_RANK, ..., CHORUS_RENDEZVOUS_SCOPE, CHORUS_ELASTIC_GENERATION) in the process
  * environment, so that the next chorus_reform (or chorus_init) forms that world. *generation:
- * the adopted one. NOT_FOUND: chorusrun released this worker (it should exit with status 0);
- * DEADLINE_EXCEEDED; FAILED_PRECONDITION when this is not an elastic worker. (Forming a world
- * adopts by itself when its generation is replaced meanwhile.) */
+ * the adopted one. A generation on hold (too few workers for --min-np) is waited past. NOT_FOUND:
+ * chorusrun released this worker (it should exit with status 0); DEADLINE_EXCEEDED;
+ * FAILED_PRECONDITION when this is not an elastic worker. (Forming a world adopts by itself when
+ * its generation is replaced meanwhile, and a joining worker's init waits for its place.) */
 CHORUS_EXPORT int chorus_elastic_adopt_next(int64_t timeout_ms, int64_t* generation);
 /* The variables this worker last adopted (by chorus_elastic_adopt_next or while forming a world),
  * one "NAME=value" per line; "" if none. Valid until this thread's next call of it. Bindings

@@ -1,14 +1,14 @@
-// File: elastic/supervisor.h
+// File: launcher/supervisor.h
 //
-// Supervisor starts and stops an elastic job's workers one by one. Unlike
-// launcher::WorkerGroup, which stops its whole group on the first failure, a worker's end here
-// is only reported: the driver (elastic/driver.h) decides what follows.
+// Supervisor starts and stops the processes of an MPI-less job (workers, the discovery script,
+// ssh checks) one by one. A process's end is only reported: the job engine
+// (launcher/job_engine.h) decides what follows.
 //
 // - Each worker runs in a process group of its own, so that Stop() reaches the worker and
 //   whatever it started, and a terminal's Ctrl-C reaches the workers only through chorusrun.
 //   When a worker has ended, what is left of its process group is killed (SIGKILL) before the
 //   worker is reaped, so no background child of a worker outlives it.
-// - A worker's death is learnt from SIGCHLD through the self-pipe (launcher::SignalPipe), which
+// - A worker's death is learnt from SIGCHLD through the self-pipe (SignalPipe), which
 //   also delivers SIGINT and SIGTERM to Poll(); nothing polls on a timer. While a nested
 //   WorkerGroup runs (a discovery script), SIGCHLD goes to that group's pipe; the next Poll()
 //   reaps every ended worker anyway (waitid(WNOHANG) on each of them).
@@ -20,8 +20,8 @@
 //
 // Thread-safety: thread-compatible; every call on the thread that created it. Other threads of
 // the process (gRPC's) may run.
-#ifndef CHORUS_ELASTIC_SUPERVISOR_H_
-#define CHORUS_ELASTIC_SUPERVISOR_H_
+#ifndef CHORUS_LAUNCHER_SUPERVISOR_H_
+#define CHORUS_LAUNCHER_SUPERVISOR_H_
 
 #include <sys/types.h>
 
@@ -36,7 +36,7 @@
 #include "launcher/spawn.h"
 #include "launcher/worker_output.h"
 
-namespace chorus::elastic {
+namespace chorus::launcher {
 
 class Supervisor {
  public:
@@ -46,7 +46,7 @@ class Supervisor {
 
   struct Exit {
     int id = 0;
-    launcher::WorkerExit exit;
+    WorkerExit exit;
     std::optional<int> stop_signal;  // the signal Stop() sent it before it ended, if any
   };
 
@@ -70,13 +70,12 @@ class Supervisor {
   // Starts one worker; returns its id (never reused). Its output goes to `sink` (borrowed; must
   // outlive the worker's output, i.e. until output_open() is false for it) as `sink_index`.
   // Internal on a pipe or fork failure (nothing left running).
-  absl::StatusOr<int> Start(const launcher::WorkerSpec& spec, launcher::OutputSink* sink,
-                            int sink_index);
+  absl::StatusOr<int> Start(const WorkerSpec& spec, OutputSink* sink, int sink_index);
 
   // From now on worker `id`'s output goes to `sink` as `sink_index` (an elastic survivor takes its
   // new rank's label): its open streams are closed on the old sink first (which emits a partial
   // last line there). No-op for an unknown id.
-  void Redirect(int id, launcher::OutputSink* sink, int sink_index);
+  void Redirect(int id, OutputSink* sink, int sink_index);
 
   // Sends `sig` to worker `id`'s process group and closes its stdin; SIGKILL follows after the
   // grace period unless it has ended. A second Stop() sends SIGKILL at once. No-op for a worker
@@ -102,7 +101,7 @@ class Supervisor {
     bool running = false;
     int fds[2] = {-1, -1};  // stdout, stderr
     int stdin_fd = -1;
-    launcher::OutputSink* sink = nullptr;
+    OutputSink* sink = nullptr;
     int sink_index = 0;
     std::optional<int> stop_signal;
     std::optional<absl::Time> kill_at;
@@ -115,12 +114,12 @@ class Supervisor {
   void Forget(Events* events);  // drops workers that are reaped and whose output is closed
 
   Options options_;
-  launcher::SignalPipe signals_;
+  SignalPipe signals_;
   int dev_null_ = -1;
   int next_id_ = 0;
   std::map<int, Worker> workers_;
 };
 
-}  // namespace chorus::elastic
+}  // namespace chorus::launcher
 
-#endif  // CHORUS_ELASTIC_SUPERVISOR_H_
+#endif  // CHORUS_LAUNCHER_SUPERVISOR_H_

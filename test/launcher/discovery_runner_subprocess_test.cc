@@ -12,10 +12,16 @@
 
 #include <catch2/catch.hpp>
 
-#include "elastic/host_discovery.h"
+#include "launcher/discovery_runner.h"
 
-namespace chorus::elastic {
+namespace chorus::launcher {
 namespace {
+
+using elastic::DiscoveryJudge;
+using elastic::DiscoveryOptions;
+using elastic::HostSet;
+using elastic::InterpretScriptRun;
+using elastic::ScriptRun;
 
 namespace fs = std::filesystem;
 
@@ -80,12 +86,13 @@ DiscoveryOptions Options(const std::string& script, absl::Duration timeout = abs
   o.default_slots = 2;
   o.timeout = timeout;
   o.grace = absl::Milliseconds(200);
-  o.environment = {{"PATH", "/usr/bin:/bin"}, {"LC_ALL", "C"}};
   return o;
 }
 
+const Environment kEnv = {{"PATH", "/usr/bin:/bin"}, {"LC_ALL", "C"}};
+
 absl::StatusOr<HostSet> DiscoverOnce(const DiscoveryOptions& o) {
-  absl::StatusOr<ScriptRun> run = RunDiscoveryScript(o);
+  absl::StatusOr<ScriptRun> run = RunDiscoveryScript(o, kEnv);
   if (!run.ok()) return run.status();
   return InterpretScriptRun(o, *run);
 }
@@ -142,7 +149,8 @@ TEST_CASE("discovery script: a hang is killed at the timeout", "[elastic][discov
       dir.WriteScript("hang.sh", "echo $$ > " + Quoted(dir.path() / "sh.pid") +
                                      "\necho a:1\nsleep 60 & echo $! > " +
                                      Quoted(dir.path() / "sleep.pid") + "\nwait");
-  absl::StatusOr<ScriptRun> run = RunDiscoveryScript(Options(script, absl::Milliseconds(500)));
+  absl::StatusOr<ScriptRun> run =
+      RunDiscoveryScript(Options(script, absl::Milliseconds(500)), kEnv);
   REQUIRE(run.ok());
   CHECK(run->timed_out);
   absl::StatusOr<HostSet> hosts =
@@ -171,7 +179,7 @@ TEST_CASE("discovery script: SIGTERM ignored, SIGKILL after the grace period",
                                   Quoted(dir.path() / "sh.pid") + "\nwhile :; do wait; done";
   SECTION("the shell itself ignores SIGTERM") {
     absl::StatusOr<ScriptRun> run =
-        RunDiscoveryScript(Options(ignore_term, absl::Milliseconds(500)));
+        RunDiscoveryScript(Options(ignore_term, absl::Milliseconds(500)), kEnv);
     REQUIRE(run.ok());
     CHECK(run->timed_out);
     CHECK(run->exit.signaled);
@@ -181,7 +189,8 @@ TEST_CASE("discovery script: SIGTERM ignored, SIGKILL after the grace period",
     // /bin/sh -c PATH may fork the script as a child: the shell ends on SIGTERM and the script
     // it left behind is killed with the rest of the process group.
     const std::string script = dir.WriteScript("stubborn.sh", ignore_term);
-    absl::StatusOr<ScriptRun> run = RunDiscoveryScript(Options(script, absl::Milliseconds(500)));
+    absl::StatusOr<ScriptRun> run =
+        RunDiscoveryScript(Options(script, absl::Milliseconds(500)), kEnv);
     REQUIRE(run.ok());
     CHECK(run->timed_out);
     CHECK_FALSE(run->exit.ok());
@@ -213,28 +222,54 @@ TEST_CASE("discovery script: a background child left behind does not hold it up"
 TEST_CASE("discovery script: a signal to chorusrun cancels it",
           "[elastic][discovery][subprocess]") {
   // The script signals its parent (this process), as a user's Ctrl-C or a scheduler would;
-  // WorkerGroup owns SIGTERM while the script runs and forwards it.
-  absl::StatusOr<ScriptRun> run = RunDiscoveryScript(Options("kill -TERM $PPID; sleep 60"));
+  // the Supervisor owns SIGTERM while the script runs and stops it.
+  absl::StatusOr<ScriptRun> run = RunDiscoveryScript(Options("kill -TERM $PPID; sleep 60"), kEnv);
   REQUIRE(run.ok());
   REQUIRE(run->stop_signal == SIGTERM);
   absl::StatusOr<HostSet> hosts = InterpretScriptRun(Options("x"), *run);
   CHECK(hosts.status().code() == absl::StatusCode::kCancelled);
 }
 
-TEST_CASE("HostDiscovery with a real script keeps the last good set",
+// The engine's production path: a DiscoveryRunner under a Supervisor, run after run.
+class RunnerHarness {
+ public:
+  explicit RunnerHarness(const DiscoveryOptions& o) {
+    auto supervisor = Supervisor::Create({absl::Milliseconds(200)});
+    REQUIRE(supervisor.ok());
+    supervisor_ = *std::move(supervisor);
+    auto runner = DiscoveryRunner::ForScript(o, kEnv, absl::ZeroDuration());
+    REQUIRE(runner.ok());
+    runner_ = *std::move(runner);
+  }
+  ~RunnerHarness() { runner_->Stop(*supervisor_); }
+
+  // The answer of the next run (each call waits in poll for its run to end).
+  DiscoveryAnswer Next() {
+    while (true) {
+      const absl::Time until = runner_->Tick(*supervisor_, absl::Now());
+      Supervisor::Events events = supervisor_->Poll(until);
+      if (std::optional<DiscoveryAnswer> a = runner_->Take(events, absl::Now())) return *a;
+    }
+  }
+
+ private:
+  std::unique_ptr<DiscoveryRunner> runner_;
+  std::unique_ptr<Supervisor> supervisor_;
+};
+
+TEST_CASE("DiscoveryRunner with a real script keeps the last good set",
           "[elastic][discovery][subprocess]") {
   TempDir dir;
   const std::string script = dir.WriteScript("discover.sh", "exit 3");
-  absl::StatusOr<HostDiscovery> d = HostDiscovery::Create(Options(script, absl::Milliseconds(500)));
-  REQUIRE(d.ok());
+  RunnerHarness runner(Options(script, absl::Milliseconds(500)));
 
   // The very first run fails: an error.
-  absl::StatusOr<HostDiscovery::Result> r = d->Discover();
+  DiscoveryAnswer r = runner.Next();
   REQUIRE_FALSE(r.ok());
   CHECK(r.status().code() == absl::StatusCode::kUnavailable);
 
   dir.WriteScript("discover.sh", "echo a:1\necho b");
-  r = d->Discover();
+  r = runner.Next();
   REQUIRE(r.ok());
   CHECK(r->hosts == HostSet{{"a", 1}, {"b", 2}});
   CHECK(r->warning.empty());
@@ -248,18 +283,38 @@ TEST_CASE("HostDiscovery with a real script keeps the last good set",
                         Case{"echo c:1\nsleep 60", "did not finish within the timeout of 500ms"}}) {
     INFO(c.body);
     dir.WriteScript("discover.sh", c.body);
-    r = d->Discover();
+    r = runner.Next();
     REQUIRE(r.ok());
     CHECK(r->hosts == HostSet{{"a", 1}, {"b", 2}});
     CHECK_THAT(r->warning, Catch::Contains(c.warning));
   }
 
   dir.WriteScript("discover.sh", "echo c:4");
-  r = d->Discover();
+  r = runner.Next();
   REQUIRE(r.ok());
   CHECK(r->hosts == HostSet{{"c", 4}});
   CHECK(r->warning.empty());
 }
 
+TEST_CASE("DiscoveryRunner for a fixed pool answers every interval",
+          "[elastic][discovery][subprocess]") {
+  auto supervisor = Supervisor::Create({absl::Milliseconds(200)});
+  REQUIRE(supervisor.ok());
+  std::unique_ptr<DiscoveryRunner> runner =
+      DiscoveryRunner::ForPool({{"a", 2}}, absl::Milliseconds(100));
+  const absl::Time t0 = absl::Now();
+  Supervisor::Events none;
+  CHECK(runner->Tick(**supervisor, t0) == t0);
+  std::optional<DiscoveryAnswer> a = runner->Take(none, t0);
+  REQUIRE(a.has_value());
+  REQUIRE(a->ok());
+  CHECK((*a)->hosts == HostSet{{"a", 2}});
+  CHECK_FALSE(runner->Take(none, t0).has_value());
+  CHECK(runner->Tick(**supervisor, t0 + absl::Milliseconds(50)) == t0 + absl::Milliseconds(100));
+  CHECK_FALSE(runner->Take(none, t0 + absl::Milliseconds(50)).has_value());
+  runner->Tick(**supervisor, t0 + absl::Milliseconds(100));
+  CHECK(runner->Take(none, t0 + absl::Milliseconds(100)).has_value());
+}
+
 }  // namespace
-}  // namespace chorus::elastic
+}  // namespace chorus::launcher

@@ -1,4 +1,4 @@
-#include "elastic/supervisor.h"
+#include "launcher/supervisor.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -15,7 +15,7 @@
 
 #include "base/status_macros.h"
 
-namespace chorus::elastic {
+namespace chorus::launcher {
 namespace {
 
 constexpr size_t kReadChunk = 64 * 1024;
@@ -31,7 +31,7 @@ void CloseFd(int* fd) {
 Supervisor::Supervisor(Options options) : options_(std::move(options)) {}
 
 absl::StatusOr<std::unique_ptr<Supervisor>> Supervisor::Create(Options options) {
-  launcher::EnsureStandardFds();
+  EnsureStandardFds();
   std::unique_ptr<Supervisor> s(new Supervisor(std::move(options)));
   s->dev_null_ = ::open("/dev/null", O_RDWR | O_CLOEXEC);
   if (s->dev_null_ < 0) {
@@ -59,11 +59,9 @@ Supervisor::~Supervisor() {
   signals_.Restore();
 }
 
-absl::StatusOr<int> Supervisor::Start(const launcher::WorkerSpec& spec, launcher::OutputSink* sink,
-                                      int sink_index) {
-  CHORUS_ASSIGN_OR_RETURN(
-      launcher::SpawnedProcess p,
-      launcher::SpawnProcess(spec, /*group=*/0, dev_null_, signals_.inherited_actions()));
+absl::StatusOr<int> Supervisor::Start(const WorkerSpec& spec, OutputSink* sink, int sink_index) {
+  CHORUS_ASSIGN_OR_RETURN(SpawnedProcess p,
+                          SpawnProcess(spec, /*group=*/0, dev_null_, signals_.inherited_actions()));
   const int id = next_id_++;
   Worker& w = workers_[id];
   w.pid = p.pid;
@@ -113,7 +111,7 @@ void Supervisor::Reap(Events* events) {
       if (errno == EINTR) continue;
       // ECHILD: someone else reaped it; count it as failed.
       w.running = false;
-      events->exits.push_back({id, launcher::WorkerExit{false, 1}, w.stop_signal});
+      events->exits.push_back({id, WorkerExit{false, 1}, w.stop_signal});
       continue;
     }
     if (info.si_pid != w.pid) continue;
@@ -124,18 +122,17 @@ void Supervisor::Reap(Events* events) {
     w.running = false;
     w.kill_at.reset();
     CloseFd(&w.stdin_fd);
-    events->exits.push_back({id, launcher::FromWaitStatus(status), w.stop_signal});
+    events->exits.push_back({id, FromWaitStatus(status), w.stop_signal});
   }
 }
 
-void Supervisor::Redirect(int id, launcher::OutputSink* sink, int sink_index) {
+void Supervisor::Redirect(int id, OutputSink* sink, int sink_index) {
   auto it = workers_.find(id);
   if (it == workers_.end()) return;
   Worker& w = it->second;
   for (int stream = 0; stream < 2; ++stream) {
     if (w.fds[stream] < 0) continue;
-    w.sink->Close(w.sink_index,
-                  stream == 0 ? launcher::OutputStream::kStdout : launcher::OutputStream::kStderr);
+    w.sink->Close(w.sink_index, stream == 0 ? OutputStream::kStdout : OutputStream::kStderr);
   }
   w.sink = sink;
   w.sink_index = sink_index;
@@ -144,8 +141,7 @@ void Supervisor::Redirect(int id, launcher::OutputSink* sink, int sink_index) {
 void Supervisor::CloseOutput(Worker& w, int stream) {
   if (w.fds[stream] < 0) return;
   CloseFd(&w.fds[stream]);
-  w.sink->Close(w.sink_index,
-                stream == 0 ? launcher::OutputStream::kStdout : launcher::OutputStream::kStderr);
+  w.sink->Close(w.sink_index, stream == 0 ? OutputStream::kStdout : OutputStream::kStderr);
 }
 
 void Supervisor::ReadReady(int id, int stream) {
@@ -154,8 +150,7 @@ void Supervisor::ReadReady(int id, int stream) {
   for (int k = 0; k < kChunksPerWakeup && w.fds[stream] >= 0; ++k) {
     const ssize_t n = ::read(w.fds[stream], chunk, sizeof(chunk));
     if (n > 0) {
-      w.sink->Write(w.sink_index,
-                    stream == 0 ? launcher::OutputStream::kStdout : launcher::OutputStream::kStderr,
+      w.sink->Write(w.sink_index, stream == 0 ? OutputStream::kStdout : OutputStream::kStderr,
                     absl::string_view(chunk, static_cast<size_t>(n)));
       continue;
     }
@@ -208,7 +203,7 @@ Supervisor::Events Supervisor::Poll(absl::Time until, bool return_when_idle) {
     if (return_when_idle && workers_.empty()) return events;
     absl::Time wake = until;
     if (next_kill) wake = std::min(wake, *next_kill);
-    const int timeout_ms = launcher::PollTimeoutMs(wake - now);
+    const int timeout_ms = PollTimeoutMs(wake - now);
     if (::poll(polled.data(), polled.size(), timeout_ms) <= 0) continue;
     if (polled[0].revents & POLLIN) {
       for (const int sig : signals_.Drain()) {
@@ -222,4 +217,4 @@ Supervisor::Events Supervisor::Poll(absl::Time until, bool return_when_idle) {
   }
 }
 
-}  // namespace chorus::elastic
+}  // namespace chorus::launcher

@@ -7,25 +7,25 @@
 
 #include <catch2/catch.hpp>
 
-#include "elastic/supervisor.h"
+#include "launcher/supervisor.h"
 
-namespace chorus::elastic {
+namespace chorus::launcher {
 namespace {
 
 // Collects each worker's output.
-class StringSink : public launcher::OutputSink {
+class StringSink : public OutputSink {
  public:
-  void Write(int index, launcher::OutputStream stream, absl::string_view bytes) override {
+  void Write(int index, OutputStream stream, absl::string_view bytes) override {
     text[{index, stream}].append(bytes.data(), bytes.size());
   }
-  void Close(int index, launcher::OutputStream stream) override { closed[{index, stream}] = true; }
+  void Close(int index, OutputStream stream) override { closed[{index, stream}] = true; }
 
-  std::map<std::pair<int, launcher::OutputStream>, std::string> text;
-  std::map<std::pair<int, launcher::OutputStream>, bool> closed;
+  std::map<std::pair<int, OutputStream>, std::string> text;
+  std::map<std::pair<int, OutputStream>, bool> closed;
 };
 
-launcher::WorkerSpec Shell(const std::string& script) {
-  launcher::WorkerSpec spec;
+WorkerSpec Shell(const std::string& script) {
+  WorkerSpec spec;
   spec.program = "/bin/sh";
   spec.argv = {"sh", "-c", script};
   return spec;
@@ -67,7 +67,7 @@ TEST_CASE("Supervisor: one worker's end leaves the others running", "[elastic][s
   CHECK((*s)->running() == 0);
   const absl::Time deadline = absl::Now() + absl::Seconds(20);
   while ((*s)->output_open() && absl::Now() < deadline) (*s)->Poll(deadline, true);
-  CHECK(sink.text[{0, launcher::OutputStream::kStdout}] == "hello\n");
+  CHECK(sink.text[{0, OutputStream::kStdout}] == "hello\n");
 }
 
 TEST_CASE("Supervisor: SIGKILL after the grace period, background children killed",
@@ -81,10 +81,10 @@ TEST_CASE("Supervisor: SIGKILL after the grace period, background children kille
   REQUIRE(id.ok());
   // Poll() returns on an exit or a signal, not on output: poll in short steps.
   const absl::Time deadline = absl::Now() + absl::Seconds(20);
-  while (sink.text[{0, launcher::OutputStream::kStdout}].empty() && absl::Now() < deadline) {
+  while (sink.text[{0, OutputStream::kStdout}].empty() && absl::Now() < deadline) {
     (*s)->Poll(absl::Now() + absl::Milliseconds(20));
   }
-  REQUIRE(sink.text[{0, launcher::OutputStream::kStdout}] == "started\n");
+  REQUIRE(sink.text[{0, OutputStream::kStdout}] == "started\n");
   (*s)->Stop(*id, SIGTERM);
   const Supervisor::Exit e = WaitExit(**s, *id);
   CHECK(e.exit.signaled);
@@ -114,4 +114,4 @@ TEST_CASE("Supervisor: SIGTERM to chorusrun is reported, not acted on", "[elasti
 }
 
 }  // namespace
-}  // namespace chorus::elastic
+}  // namespace chorus::launcher

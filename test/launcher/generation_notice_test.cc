@@ -1,15 +1,15 @@
-#include "elastic/generation_notice.h"
+#include "launcher/generation_notice.h"
 
 #include <map>
 #include <string>
 
 #include <catch2/catch.hpp>
 
-namespace chorus::elastic {
+namespace chorus::launcher {
 namespace {
 
-launcher::RankPlacement Place(const std::string& host, int rank, int size, int local_rank) {
-  launcher::RankPlacement p;
+RankPlacement Place(const std::string& host, int rank, int size, int local_rank) {
+  RankPlacement p;
   p.host = host;
   p.rank = rank;
   p.size = size;
@@ -41,17 +41,19 @@ TEST_CASE("GenerationVariables: the rank variables of the generation, without th
 
 TEST_CASE("MakeGenerationNotice carries the change and every worker's place",
           "[elastic][generation_notice]") {
-  GenerationChange change;
-  change.generation = 2;
+  elastic::PublishGeneration change;
+  change.number = 2;
   change.aborted = true;
+  change.hold = true;
   change.cause = "rank 1 on hostA exited with code 3";
   change.lost_ranks = {1};
   change.hosts_removed = true;
-  change.decided = absl::FromUnixMicros(1234567);
-  const chorus::rendezvous::Generation g = MakeGenerationNotice(
-      change, {{"w0", Place("hostA", 0, 2, 0)}, {"w5", Place("hostC", 1, 2, 0)}});
+  change.places = {{"w0", Place("hostA", 0, 2, 0)}, {"w5", Place("hostC", 1, 2, 0)}};
+  const chorus::rendezvous::Generation g =
+      MakeGenerationNotice(change, absl::FromUnixMicros(1234567));
   CHECK(g.number() == 2);
   CHECK(g.aborted());
+  CHECK(g.hold());
   CHECK(g.cause() == change.cause);
   REQUIRE(g.lost_ranks_size() == 1);
   CHECK(g.lost_ranks(0) == 1);
@@ -67,4 +69,4 @@ TEST_CASE("MakeGenerationNotice carries the change and every worker's place",
 }
 
 }  // namespace
-}  // namespace chorus::elastic
+}  // namespace chorus::launcher
