@@ -30,39 +30,13 @@ void ForwardSignal(int sig, siginfo_t* info, void*) {
   }
 }
 
-// Splits a byte stream into lines.
-class LineBuffer {
- public:
-  explicit LineBuffer(const LineSink* sink) : sink_(sink) {}
-
-  void Append(const char* data, size_t n) {
-    pending_.append(data, n);
-    size_t start = 0;
-    for (size_t nl = pending_.find('\n'); nl != std::string::npos;
-         nl = pending_.find('\n', start)) {
-      (*sink_)(absl::string_view(pending_).substr(start, nl - start));
-      start = nl + 1;
-    }
-    pending_.erase(0, start);
-  }
-
-  void Flush() {
-    if (!pending_.empty()) (*sink_)(pending_);
-    pending_.clear();
-  }
-
- private:
-  const LineSink* sink_;
-  std::string pending_;
-};
-
-// Reads what is available on `fd` into `buffer`; false at EOF or on a read error.
-bool Drain(int fd, LineBuffer* buffer) {
+// Reads what is available on `fd` into `sink`; false at EOF or on a read error.
+bool Drain(int fd, const ByteSink& sink) {
   char chunk[65536];
   while (true) {
     const ssize_t n = ::read(fd, chunk, sizeof(chunk));
     if (n > 0) {
-      buffer->Append(chunk, static_cast<size_t>(n));
+      sink(absl::string_view(chunk, static_cast<size_t>(n)));
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
@@ -80,7 +54,7 @@ int ShellStatus(int wait_status) {
 }  // namespace
 
 absl::StatusOr<int> RunChild(const std::string& program, const std::vector<std::string>& argv,
-                             const Environment& env, const LineSink& on_line) {
+                             const Environment& env, const ByteSink& on_output) {
   std::vector<std::string> env_strings;
   for (const auto& [name, value] : env) env_strings.push_back(absl::StrCat(name, "=", value));
   std::vector<char*> c_argv, c_env;
@@ -127,7 +101,6 @@ absl::StatusOr<int> RunChild(const std::string& program, const std::vector<std::
   ::close(out_pipe[1]);
   ::fcntl(out_pipe[0], F_SETFL, O_NONBLOCK);
 
-  LineBuffer lines(&on_line);
   int wait_status = 0;
   bool exited = false;
   bool open = true;
@@ -137,9 +110,9 @@ absl::StatusOr<int> RunChild(const std::string& program, const std::vector<std::
     const int ready = ::poll(&fd, 1, exited ? kDrainAfterExitMs : 100);
     if (ready < 0 && errno != EINTR) break;
     if (ready == 0 && exited) break;
-    if (ready > 0 && (fd.revents & (POLLIN | POLLHUP | POLLERR))) open = Drain(out_pipe[0], &lines);
+    if (ready > 0 && (fd.revents & (POLLIN | POLLHUP | POLLERR)))
+      open = Drain(out_pipe[0], on_output);
   }
-  lines.Flush();
   ::close(out_pipe[0]);
   while (!exited) {
     const pid_t done = ::waitpid(pid, &wait_status, 0);

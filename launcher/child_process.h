@@ -1,7 +1,7 @@
 // File: launcher/child_process.h
 //
 // Runs mpirun as a child of chorusrun: its stdout and stderr come back through one pipe (see
-// launcher/mpirun_output.h for why one), line by line, to `on_line`; SIGINT and SIGTERM sent to
+// launcher/mpirun_output.h for why one), as read, to `on_output`; SIGINT and SIGTERM sent to
 // chorusrun are forwarded to it. Blocks until the child exits. One child at a time per process (the
 // signal handlers are process-wide).
 //
@@ -20,14 +20,15 @@
 
 namespace chorus::launcher {
 
-// Called with each complete line (without its newline), and with a last unterminated piece.
-using LineSink = std::function<void(absl::string_view)>;
+// Called with the child's output in the order read, in chunks of any size (lines may be split
+// anywhere).
+using ByteSink = std::function<void(absl::string_view)>;
 
 // Runs `program` with `argv` (argv[0] included) in `env`. Returns the exit status as a shell
 // reports it: the exit code, or 128 + signal number when the child was killed by a signal.
 // Internal is returned when the child cannot be started.
 absl::StatusOr<int> RunChild(const std::string& program, const std::vector<std::string>& argv,
-                             const Environment& env, const LineSink& on_line);
+                             const Environment& env, const ByteSink& on_output);
 
 }  // namespace chorus::launcher
 

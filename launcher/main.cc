@@ -96,16 +96,16 @@ int Main(const std::vector<std::string>& args) {
   if (o.verbose) std::cout << ShellJoin(*argv) << std::endl;
 
   FailureScanner scanner;
-  absl::StatusOr<int> status =
-      RunChild(*mpirun, *argv, job.environment, [&scanner](absl::string_view line) {
-        std::optional<TaggedLine> tagged = RewriteRankTag(line);
-        if (!tagged) scanner.Feed(line);
-        FILE* out = tagged && tagged->is_stdout ? stdout : stderr;
-        const absl::string_view text = tagged ? absl::string_view(tagged->text) : line;
-        std::fwrite(text.data(), 1, text.size(), out);
-        std::fputc('\n', out);
-        std::fflush(out);
-      });
+  MpirunOutputParser output([&scanner](const OutputLine& line) {
+    if (!line.rank) scanner.Feed(line.text);
+    FILE* out = line.is_stdout ? stdout : stderr;
+    std::fwrite(line.text.data(), 1, line.text.size(), out);
+    std::fputc('\n', out);
+    std::fflush(out);
+  });
+  absl::StatusOr<int> status = RunChild(*mpirun, *argv, job.environment,
+                                        [&output](absl::string_view bytes) { output.Feed(bytes); });
+  output.Finish();
   if (!status.ok()) {
     std::cerr << "chorusrun: error: " << status.status().message() << std::endl;
     return 1;

@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <string_view>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
 #include "launcher/args.h"
+#include "launcher/rank_env.h"
 #include "launcher/rank_layout.h"
 
 namespace chorus::launcher {
@@ -25,14 +27,22 @@ Environment MpirunEnvironment(const Environment& launcher_env,
   return env;
 }
 
+bool IsForwarded(absl::string_view name) {
+  // horovodrun's IGNORE_REGEXES, anchored at the start only (re.match).
+  for (absl::string_view prefix : {"BASH_FUNC_", "OLDPWD", "_HOROVOD_SECRET_KEY"}) {
+    if (absl::StartsWith(name, prefix)) return false;
+  }
+  // The rest of IsForwarded's list (launcher/mpirun_command.h).
+  static const absl::string_view kNotForwarded[] = {
+      kRendezvousSecretVar, "HOSTNAME",       "PWD",    "_", "SSH_AUTH_SOCK", "SSH_AGENT_PID",
+      "SSH_CLIENT",         "SSH_CONNECTION", "SSH_TTY"};
+  return !name.empty() && !absl::c_linear_search(kNotForwarded, name);
+}
+
 std::vector<std::string> ExportedNames(const Environment& env) {
   std::vector<std::string> names;
   for (const auto& [name, value] : env) {
-    if (absl::StartsWith(name, "CHORUS_") || absl::StartsWith(name, "HOROVOD_") ||
-        absl::StartsWith(name, "NCCL_") || name == "PATH" || name == "LD_LIBRARY_PATH" ||
-        name == "PYTHONPATH") {
-      names.push_back(name);
-    }
+    if (IsForwarded(name)) names.push_back(name);
   }
   return names;  // std::map iterates in sorted order
 }

@@ -9,6 +9,11 @@
 //          [--timestamp-output] [--output-filename DIR] -x NAME... [--mpi-args words]
 //          COMMAND ARGS...
 //
+// -x NAME names a variable only: mpirun takes its value from its own environment (the one
+// MpirunEnvironment builds) and sends it to the other hosts' Open MPI daemons inside its launch
+// message, so no value is on any command line, here or there, and any byte string arrives as
+// it was. ExportedNames says which names go.
+//
 // mpi_yield_when_idle: -H declares every rank a slot, so Open MPI never sees this machine as
 // oversubscribed and its waits spin. When more ranks run here than the machine has cores, each
 // rank's spin takes the core from a rank (or a rank's background thread) that has work, and
@@ -25,6 +30,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 #include "launcher/hosts.h"
 #include "launcher/options.h"
@@ -56,8 +62,20 @@ Environment MpirunEnvironment(const Environment& launcher_env,
                               const std::vector<std::pair<std::string, std::string>>& worker_vars,
                               bool as_root);
 
-// The names of `env` that travel to every worker with -x, sorted: CHORUS_*, HOROVOD_*, NCCL_*,
-// and PATH, LD_LIBRARY_PATH, PYTHONPATH.
+// Whether chorusrun's variable `name` travels to the workers on other hosts (mpirun's -x; the
+// ssh start of --gloo). Every variable does, as with horovodrun, except:
+//   - horovodrun's exclusions (IGNORE_REGEXES of its runner/common/util/env.py, matched at the
+//     start of the name as Python's re.match does): names beginning with BASH_FUNC_ (bash's
+//     exported functions), OLDPWD, or _HOROVOD_SECRET_KEY (horovodrun's job secret);
+//   - CHORUS_RENDEZVOUS_SECRET: a job's secret goes only where chorusrun sends it itself;
+//   - what describes the caller's own shell session on this host, whose value would be wrong on
+//     another and would replace the one the worker's host gives it: HOSTNAME, PWD, `_` (the
+//     program the caller's shell ran), SSH_AUTH_SOCK and SSH_AGENT_PID (ssh-agent's socket
+//     here), SSH_CLIENT, SSH_CONNECTION and SSH_TTY (the caller's ssh session).
+// Local workers inherit chorusrun's whole environment regardless.
+bool IsForwarded(absl::string_view name);
+
+// The names of `env` for which IsForwarded holds, sorted: what mpirun exports with -x.
 std::vector<std::string> ExportedNames(const Environment& env);
 
 // mpirun's argv. InvalidArgument when --mpi-args or --binding-args do not split like shell words.

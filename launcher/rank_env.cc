@@ -1,5 +1,6 @@
 #include "launcher/rank_env.h"
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 
 namespace chorus::launcher {
@@ -45,10 +46,18 @@ Environment MergeEnvironment(const Environment& launcher_env,
   return env;
 }
 
+bool IsShellName(absl::string_view name) {
+  if (name.empty() || absl::ascii_isdigit(static_cast<unsigned char>(name[0]))) return false;
+  for (char c : name) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+  }
+  return true;
+}
+
 std::vector<EnvVar> RemoteEnvironment(const Environment& env) {
   std::vector<EnvVar> vars;
   for (const std::string& name : ExportedNames(env)) {
-    if (name != kRendezvousSecretVar) vars.emplace_back(name, env.at(name));
+    if (IsShellName(name)) vars.emplace_back(name, env.at(name));
   }
   return vars;
 }

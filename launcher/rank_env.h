@@ -24,6 +24,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/string_view.h"
+
 #include "launcher/mpirun_command.h"
 #include "launcher/rank_layout.h"
 #include "launcher/worker_env.h"
@@ -56,11 +58,16 @@ Environment MergeEnvironment(const Environment& launcher_env,
                              const std::vector<EnvVar>& worker_vars,
                              const std::vector<EnvVar>& rank_vars);
 
-// What travels to a worker started over ssh: the entries of `env` named by ExportedNames
-// (launcher/mpirun_command.h: CHORUS_*, HOROVOD_*, NCCL_*, PATH, LD_LIBRARY_PATH, PYTHONPATH, as
-// mpirun's -x in MPI mode), sorted by name, without the secret (kRendezvousSecretVar), which
-// goes over ssh's stdin instead of its command line.
+// What travels to a worker started over ssh, sorted by name: the entries of `env` for which
+// IsForwarded holds (launcher/mpirun_command.h: what mpirun's -x sends in MPI mode; never
+// kRendezvousSecretVar, which the caller adds itself) and whose name a POSIX shell can export
+// (letters, digits and '_', not starting with a digit): the remote shell exports them
+// (launcher/ssh_command.h), and handing the others to `env` would put their values on a
+// command line.
 std::vector<EnvVar> RemoteEnvironment(const Environment& env);
+
+// Whether `name` is a name a POSIX shell can assign (its "Name" grammar).
+bool IsShellName(absl::string_view name);
 
 }  // namespace chorus::launcher
 

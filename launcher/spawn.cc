@@ -195,8 +195,15 @@ absl::StatusOr<SpawnedProcess> SpawnProcess(const WorkerSpec& spec, pid_t group,
   ::fcntl(p.stdout_fd, F_SETFL, O_NONBLOCK);
   ::fcntl(p.stderr_fd, F_SETFL, O_NONBLOCK);
   if (spec.stdin_text) {
-    // Small (a line): fits the pipe's buffer. A worker that already died gives EPIPE: ignored.
+    // The text (a remote worker's variables) is written at once, so the pipe is grown to hold it
+    // (Linux allows up to /proc/sys/fs/pipe-max-size, 1 MiB by default). A larger text blocks
+    // until the child (ssh) reads it, which it does once connected, or it exits (bounded by its
+    // ConnectTimeout). A worker that already died gives EPIPE: ignored.
     const std::string& text = *spec.stdin_text;
+    if (const int capacity = ::fcntl(p.stdin_fd, F_GETPIPE_SZ);
+        capacity >= 0 && text.size() > static_cast<size_t>(capacity)) {
+      ::fcntl(p.stdin_fd, F_SETPIPE_SZ, static_cast<int>(std::min<size_t>(text.size(), 1 << 30)));
+    }
     size_t written = 0;
     while (written < text.size()) {
       const ssize_t n = ::write(p.stdin_fd, text.data() + written, text.size() - written);

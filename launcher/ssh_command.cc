@@ -3,7 +3,6 @@
 #include "absl/strings/str_cat.h"
 
 #include "launcher/mpirun_command.h"
-#include "launcher/rank_env.h"
 
 namespace chorus::launcher {
 namespace {
@@ -32,20 +31,42 @@ std::vector<std::string> SshWorkerArgv(const SshOptions& options, const std::str
   return argv;
 }
 
-std::string RemoteWorkerScript(const std::string& cwd, const std::vector<EnvVar>& env,
-                               const std::vector<std::string>& command, int grace_s) {
-  std::vector<std::string> worker = {"env"};
-  for (const auto& [name, value] : env) worker.push_back(absl::StrCat(name, "=", value));
-  worker.insert(worker.end(), command.begin(), command.end());
-  const std::string secret = kRendezvousSecretVar;
+std::string RemoteWorkerScript(const std::string& cwd, const std::vector<std::string>& command,
+                               int grace_s) {
+  // The exports happen in the worker's subshell only, so the script's own shell (the watcher) is
+  // not affected by what they set (PATH, IFS, ...). The subshell walks its positional
+  // parameters rather than a named variable, and unsets `e` and `nl`, so that no helper
+  // variable the remote login exported reaches the worker holding the line (and the secret).
   // fd 3 keeps the script's stdin for the watcher: an asynchronous list's stdin is /dev/null.
   return absl::StrCat("cd ", ShellJoin({cwd}), " || exit 1; ",                                   //
-                      "IFS= read -r ", secret, " || exit 1; export ", secret, "; ",              //
+                      "IFS= read -r e || exit 1; nl=$(printf '\\n_'); nl=${nl%_}; ",             //
                       "exec 3<&0; ",                                                             //
-                      ShellJoin(worker), " </dev/null 3<&- & w=$!; ",                            //
+                      "(eval \"set -- $e\"; unset e nl; ",                                       //
+                      "while [ $# -gt 0 ]; do export \"$1\"; shift; done; ",                     //
+                      "exec ", ShellJoin(command), ") </dev/null 3<&- & w=$!; unset e; ",        //
                       "{ while IFS= read -r _ <&3; do :; done; kill -TERM $w; sleep ", grace_s,  //
                       " 3<&-; kill -KILL $w; } >/dev/null 2>&1 & g=$!; ",                        //
                       "exec 3<&-; wait $w; s=$?; kill $g 2>/dev/null; exit $s");
+}
+
+std::string RemoteEnvironmentLine(const std::vector<EnvVar>& vars) {
+  std::string line;
+  for (const auto& [name, value] : vars) {
+    if (!line.empty()) line.push_back(' ');
+    line.push_back('\'');
+    for (const char c : absl::StrCat(name, "=", value)) {
+      if (c == '\'') {
+        line.append("'\\''");
+      } else if (c == '\n') {
+        line.append("'\"$nl\"'");
+      } else {
+        line.push_back(c);
+      }
+    }
+    line.push_back('\'');
+  }
+  line.push_back('\n');
+  return line;
 }
 
 }  // namespace chorus::launcher

@@ -1,7 +1,5 @@
 #include "launcher/worker_spec.h"
 
-#include "absl/strings/str_cat.h"
-
 #include "launcher/rank_env.h"
 
 namespace chorus::launcher {
@@ -16,11 +14,12 @@ WorkerSpec MakeWorkerSpec(const WorkerStart& start, const std::string& host, boo
     return spec;
   }
   spec.program = start.ssh_path;
-  spec.argv = SshWorkerArgv(
-      start.ssh, host,
-      RemoteWorkerScript(start.cwd, RemoteEnvironment(env), start.command, start.grace_seconds));
+  spec.argv = SshWorkerArgv(start.ssh, host,
+                            RemoteWorkerScript(start.cwd, start.command, start.grace_seconds));
   spec.environment = start.launcher_env;
-  spec.stdin_text = absl::StrCat(start.secret, "\n");
+  std::vector<EnvVar> vars = RemoteEnvironment(env);
+  vars.emplace_back(kRendezvousSecretVar, start.secret);
+  spec.stdin_text = RemoteEnvironmentLine(vars);
   return spec;
 }
 

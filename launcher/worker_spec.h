@@ -3,8 +3,8 @@
 // How chorusrun starts one worker of an MPI-less job (launcher/worker_fleet.h), fixed-size or
 // elastic alike: a local worker runs the
 // resolved program with its whole environment; a remote one runs ssh, which starts the command
-// in the same directory with the worker's exported variables (launcher/rank_env.h,
-// RemoteEnvironment) and reads the rendezvous secret from its stdin (launcher/ssh_command.h).
+// in the same directory with the worker's forwarded variables (launcher/rank_env.h,
+// RemoteEnvironment) and the rendezvous secret, all read from its stdin (launcher/ssh_command.h).
 //
 // Pure functions.
 //

@@ -98,7 +98,9 @@ absl::StatusOr<std::unique_ptr<Controller>> UcxThroughRendezvous(const Config& c
   Config c = config;
   if (watcher != nullptr && watcher->elastic() && c.elastic_generation < 0) {
     // A worker joining a running job: its place comes with the generation that adds it.
-    CHORUS_RETURN_IF_ERROR(watcher->Adopt(c.elastic_generation, c.elastic_timeout).status());
+    CHORUS_RETURN_IF_ERROR(
+        watcher->Adopt(c.elastic_generation, c.elastic_timeout + MembershipWatcher::kAdoptMargin)
+            .status());
     CHORUS_ASSIGN_OR_RETURN(c, Config::FromEnvironment());
   }
   while (true) {

@@ -50,6 +50,10 @@ class MembershipWatcher {
   // How often the watcher calls chorusrun (its heartbeat period, and the longest a notice waits
   // in the server when none is pending).
   static constexpr absl::Duration kPollPeriod = absl::Milliseconds(250);
+  // A worker waiting for chorusrun (a joiner for its place, a held survivor for its world)
+  // waits this much longer than chorusrun's own bound (the elastic timeout), so that
+  // chorusrun, which decides, ends the wait before the worker gives up on its own.
+  static constexpr absl::Duration kAdoptMargin = absl::Seconds(60);
 
   // A membership change the training loop acts on at its next commit.
   struct HostUpdate {

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 
+from e2e_environment import BIG, DUMP_ENV, FORWARDED, NOT_FORWARDED, read_env_dump
 from e2e_report import check, describe, summary
 
 
@@ -150,6 +151,66 @@ def test_failures(c):
         print(f'     ({sig.name}: chorusrun exit status {proc.returncode})')
 
 
+# A stand-in for the ssh mpirun starts its daemon (orted) with on another host: it runs the
+# command here, in a login environment of its own, as sshd would, so that the rank it starts sees
+# only what mpirun sent it.
+FAKE_RSH = r'''#!/usr/bin/python3
+import os, pwd, sys
+args = sys.argv[1:]
+with open(os.environ['FAKE_RSH_LOG'], 'a') as f:
+    f.write(repr(args) + '\n')
+i = 0
+while i < len(args) and args[i].startswith('-'):
+    i += 2 if args[i] in ('-o', '-p', '-i', '-l') else 1
+user = pwd.getpwuid(os.getuid())
+login = {'PATH': '/usr/local/bin:/usr/bin:/bin', 'HOME': user.pw_dir, 'USER': user.pw_name,
+         'LOGNAME': user.pw_name, 'SHELL': '/bin/sh',
+         'SSH_CONNECTION': '127.0.0.1 40000 127.0.0.1 22', 'SSH_CLIENT': '127.0.0.1 40000 22'}
+os.execve('/bin/sh', ['/bin/sh', '-c', ' '.join(args[i + 1:])], login)
+'''
+
+
+def test_remote_environment(c):
+    """MPI mode: chorusrun's environment reaches a rank on another host (mpirun's -x), intact,
+    minus the documented exclusions; no value is on a command line."""
+    with tempfile.TemporaryDirectory() as tmp:
+        rsh = os.path.join(tmp, 'ssh')
+        with open(rsh, 'w') as f:
+            f.write(FAKE_RSH)
+        os.chmod(rsh, 0o755)
+        log = os.path.join(tmp, 'rsh.log')
+        forwarded = dict(FORWARDED, **{'my.var': NOT_FORWARDED['my.var']})
+        not_forwarded = {k: v for k, v in NOT_FORWARDED.items() if k != 'my.var'}
+        env = dict(os.environ, **forwarded, **not_forwarded, ENV_DUMP_DIR=tmp,
+                   OMPI_MCA_plm_rsh_agent=rsh, FAKE_RSH_LOG=log)
+        p = run(c, ['-np', '2', '-H', 'localhost:1,fakehost:1', '--verbose', '/usr/bin/python3',
+                    '-c', DUMP_ENV], env=env)
+        local, remote = (read_env_dump(os.path.join(tmp, f'env.{r}')) for r in (0, 1))
+        rsh_calls = ''
+        if os.path.exists(log):
+            with open(log) as f:
+                rsh_calls = f.read()
+        mpirun_line = p.stdout.splitlines()[0] if p.stdout else ''
+        wrong = {k: remote.get(k) for k, v in forwarded.items() if remote.get(k) != v}
+        check(f'MPI mode: {len(forwarded)} variables (quotes, newlines, =, non-ASCII, 0xff, a name '
+              'no shell can export) reach a rank on another host intact',
+              p.returncode == 0 and 'OMPI_COMM_WORLD_RANK' in remote and not wrong,
+              describe(p)[:3000] + f'\nwrong: {repr(wrong)[:2000]}')
+        leaked = {k: remote.get(k) for k, v in not_forwarded.items() if remote.get(k) == v}
+        check('MPI mode: the excluded variables do not travel (the remote keeps its own '
+              'SSH_CONNECTION); the local rank inherits everything',
+              p.returncode == 0 and not leaked and
+              remote.get('SSH_CONNECTION') == '127.0.0.1 40000 127.0.0.1 22' and
+              all(local.get(k) == v for k, v in dict(forwarded, **not_forwarded).items()
+                  if k not in ('_', 'PWD')),
+              repr(leaked) + repr(remote.get('SSH_CONNECTION')))
+        check('MPI mode: the values are on no command line (mpirun\'s, its daemon\'s ssh)',
+              p.returncode == 0 and '-x MYVAR' in mpirun_line and '-x SSH_AUTH_SOCK' not in
+              mpirun_line and 'orted' in rsh_calls and
+              not any(x in mpirun_line + rsh_calls for x in ('second line', 'dotted', BIG['BIG_007'])),
+              mpirun_line[:2000] + '\n' + rsh_calls[:2000])
+
+
 BAD_INPUT = [
     (['-np', '2'], 'no command given'),
     (['/bin/true'], '-np/--num-proc is required'),
@@ -241,6 +302,7 @@ def main():
     test_slurm_hosts(c)
     test_jobs(c)
     test_failures(c)
+    test_remote_environment(c)
     if args.bench:
         test_bench(c, os.path.abspath(args.bench))
     return summary()

@@ -31,7 +31,7 @@ TEST_CASE("The default mpirun command", "[launcher][mpirun]") {
   auto argv = BuildMpirunArgv(o, Job(o, /*as_root=*/false, {{"localhost", 2}}));
   REQUIRE(argv.ok());
   CHECK(*argv == Args{"mpirun", "--tag-output", "-np", "2", "-H", "localhost:2", "-bind-to", "none",
-                      "-map-by", "slot", "-x", "PATH", "prog", "--arg"});
+                      "-map-by", "slot", "-x", "HOME", "-x", "PATH", "prog", "--arg"});
 }
 
 TEST_CASE("As root, mpirun is allowed to run as root", "[launcher][mpirun]") {
@@ -41,8 +41,26 @@ TEST_CASE("As root, mpirun is allowed to run as root", "[launcher][mpirun]") {
   CHECK(job.environment.at("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM") == "1");
   auto argv = BuildMpirunArgv(o, job);
   REQUIRE(argv.ok());
-  CHECK(*argv == Args{"mpirun", "--allow-run-as-root", "--tag-output", "-np", "3", "-H", "a:2,b:1",
-                      "-bind-to", "none", "-map-by", "slot", "-x", "PATH", "prog"});
+  CHECK(*argv == Args{"mpirun",
+                      "--allow-run-as-root",
+                      "--tag-output",
+                      "-np",
+                      "3",
+                      "-H",
+                      "a:2,b:1",
+                      "-bind-to",
+                      "none",
+                      "-map-by",
+                      "slot",
+                      "-x",
+                      "HOME",
+                      "-x",
+                      "OMPI_ALLOW_RUN_AS_ROOT",
+                      "-x",
+                      "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM",
+                      "-x",
+                      "PATH",
+                      "prog"});
   CHECK(Job(o, false, {{"a", 3}}).environment.count("OMPI_ALLOW_RUN_AS_ROOT") == 0);
 }
 
@@ -91,6 +109,8 @@ TEST_CASE("Every flag that reaches mpirun, in order", "[launcher][mpirun]") {
                       "-x",
                       "CHORUS_LOG_LEVEL",
                       "-x",
+                      "HOME",
+                      "-x",
                       "HOROVOD_CYCLE_TIME",
                       "-x",
                       "LD_LIBRARY_PATH",
@@ -135,11 +155,52 @@ TEST_CASE("Malformed --mpi-args is InvalidArgument", "[launcher][mpirun]") {
   CHECK_THAT(std::string(argv.status().message()), Catch::StartsWith("--mpi-args: unterminated"));
 }
 
-TEST_CASE("ExportedNames keeps only what workers need", "[launcher][mpirun]") {
-  const Environment env = {{"CHORUS_X", "1"}, {"HOROVOD_Y", "1"}, {"NCCL_Z", "1"},
-                           {"PATH", "/b"},    {"HOME", "/r"},     {"PATHS", "x"},
-                           {"CHORUSX", "1"},  {"PYTHONPATH", "/"}};
-  CHECK(ExportedNames(env) == Args{"CHORUS_X", "HOROVOD_Y", "NCCL_Z", "PATH", "PYTHONPATH"});
+TEST_CASE("ExportedNames: every variable but horovodrun's exclusions and this session's",
+          "[launcher][mpirun]") {
+  const Environment env = {{"CHORUS_X", "1"},
+                           {"HOROVOD_Y", "1"},
+                           {"NCCL_Z", "1"},
+                           {"PATH", "/b"},
+                           {"HOME", "/r"},
+                           {"MYVAR", "a b\n'c' \"d\" =e \xc3\xa9"},
+                           {"my.var", "1"},
+                           {"CUDA_VISIBLE_DEVICES", "0,1"},
+                           {"BASH_FUNC_module%%", "() { :; }"},
+                           {"OLDPWD", "/o"},
+                           {"OLDPWD_SAVED", "/o"},
+                           {"_HOROVOD_SECRET_KEY", "k"},
+                           {"CHORUS_RENDEZVOUS_SECRET", "s"},
+                           {"CHORUS_RENDEZVOUS_ADDR", "h:1"},
+                           {"HOSTNAME", "n0"},
+                           {"PWD", "/w"},
+                           {"_", "/usr/bin/chorusrun"},
+                           {"SSH_AUTH_SOCK", "/tmp/a"},
+                           {"SSH_AGENT_PID", "1"},
+                           {"SSH_CLIENT", "c"},
+                           {"SSH_CONNECTION", "c"},
+                           {"SSH_TTY", "/dev/pts/0"},
+                           {"SSH_ASKPASS", "/usr/bin/a"}};
+  CHECK(ExportedNames(env) == Args{"CHORUS_RENDEZVOUS_ADDR", "CHORUS_X", "CUDA_VISIBLE_DEVICES",
+                                   "HOME", "HOROVOD_Y", "MYVAR", "NCCL_Z", "PATH", "SSH_ASKPASS",
+                                   "my.var"});
+}
+
+TEST_CASE("mpirun exports the caller's variables by name; their values stay in its environment",
+          "[launcher][mpirun]") {
+  const std::string awkward = "a b\n'c' \"d\" =e \xc3\xa9";
+  LaunchOptions o = Options({"-np", "2", "--cache-capacity", "7", "prog"});
+  MpirunJob job = Job(o, /*as_root=*/false, {{"n1", 1}, {"n2", 1}},
+                      {{"PATH", "/usr/bin"}, {"MYVAR", awkward}, {"SSH_AUTH_SOCK", "/tmp/a"}});
+  CHECK(job.environment.at("MYVAR") == awkward);
+  CHECK(job.environment.at("SSH_AUTH_SOCK") == "/tmp/a");  // mpirun's own (its ssh uses it)
+  auto argv = BuildMpirunArgv(o, job);
+  REQUIRE(argv.ok());
+  std::vector<std::string> exported;
+  for (size_t i = 0; i + 1 < argv->size(); ++i) {
+    if ((*argv)[i] == "-x") exported.push_back((*argv)[i + 1]);
+  }
+  CHECK(exported == Args{"CHORUS_CACHE_CAPACITY", "MYVAR", "PATH"});
+  for (const std::string& word : *argv) CHECK(word.find(awkward) == std::string::npos);
 }
 
 TEST_CASE("ShellJoin quotes what a shell would split", "[launcher][mpirun]") {

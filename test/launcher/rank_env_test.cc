@@ -51,16 +51,40 @@ TEST_CASE("A local worker gets the launcher's environment; chorusrun's values wi
   CHECK(env.size() == launcher.size() + RankEnvironment(p, kRendezvous).size() - 1);
 }
 
-TEST_CASE("A remote worker gets the exported names, without the secret", "[launcher][env]") {
-  const Environment env = {{"PATH", "/bin"},        {"HOME", "/h"},
-                           {"SSH_AUTH_SOCK", "/s"}, {"LD_LIBRARY_PATH", "/l"},
-                           {"NCCL_DEBUG", "INFO"},  {"HOROVOD_RANK", "1"},
-                           {"CHORUS_RANK", "1"},    {"CHORUS_RENDEZVOUS_SECRET", "s3cr3t"}};
+TEST_CASE("A remote worker gets every forwarded variable a shell can export, without the secret",
+          "[launcher][env]") {
+  const Environment env = {{"PATH", "/bin"},
+                           {"HOME", "/h"},
+                           {"MYVAR", "a b\n'c' \"d\" =e \xc3\xa9"},
+                           {"SSH_AUTH_SOCK", "/s"},
+                           {"LD_LIBRARY_PATH", "/l"},
+                           {"NCCL_DEBUG", "INFO"},
+                           {"HOROVOD_RANK", "1"},
+                           {"CHORUS_RANK", "1"},
+                           {"CHORUS_RENDEZVOUS_SECRET", "s3cr3t"},
+                           {"OLDPWD", "/o"},
+                           {"BASH_FUNC_f%%", "() { :; }"},
+                           {"my.var", "1"},
+                           {"my-var", "1"},
+                           {"1X", "1"},
+                           {"_x9", "1"}};
   CHECK(RemoteEnvironment(env) == std::vector<EnvVar>{{"CHORUS_RANK", "1"},
+                                                      {"HOME", "/h"},
                                                       {"HOROVOD_RANK", "1"},
                                                       {"LD_LIBRARY_PATH", "/l"},
+                                                      {"MYVAR", "a b\n'c' \"d\" =e \xc3\xa9"},
                                                       {"NCCL_DEBUG", "INFO"},
-                                                      {"PATH", "/bin"}});
+                                                      {"PATH", "/bin"},
+                                                      {"_x9", "1"}});
+}
+
+TEST_CASE("Shell names: letters, digits and '_', not starting with a digit", "[launcher][env]") {
+  for (const char* name : {"A", "_", "_1", "path", "CHORUS_RANK", "x9_Y"}) {
+    CHECK(IsShellName(name));
+  }
+  for (const char* name : {"", "1A", "A.B", "A-B", "A B", "BASH_FUNC_f%%", "h\xc3\xa9"}) {
+    CHECK_FALSE(IsShellName(name));
+  }
 }
 
 }  // namespace

@@ -5,8 +5,8 @@ no Gloo is involved): real worker processes on this host.
 The workers are small shell commands (no chorus runtime): they print what chorusrun put in their
 environment, fail, get killed, or sleep until stopped. Hosts other than this machine are reached
 through a stand-in `ssh` (written to a temporary directory put first in PATH) that runs the
-remote command here in a session of its own, as sshd would; the unreachable-host case uses the
-real ssh.
+remote command here in a session of its own and in a login environment of its own, as sshd
+would; the unreachable-host case uses the real ssh.
 
 Usage: ucx_launch_e2e.py --chorusrun PATH
 Exits 0 when every case passes; prints one line per case.
@@ -22,12 +22,13 @@ import subprocess
 import sys
 import tempfile
 
+from e2e_environment import BIG, DUMP_ENV, FORWARDED, NOT_FORWARDED, read_env_dump
 from e2e_report import check, describe, summary
 
 SLEEP = 'exec sleep 600'  # a worker that only ends when it is stopped
 
 FAKE_SSH = r'''#!/usr/bin/python3
-import os, sys
+import os, pwd, sys
 args = sys.argv[1:]
 with open(os.environ['FAKE_SSH_LOG'], 'a') as f:
     f.write(repr(args) + '\n')
@@ -44,7 +45,12 @@ pid = os.fork()
 if pid == 0:
     os.setsid()  # a remote session: out of chorusrun's process group
     shell = os.environ.get('FAKE_SSH_SHELL', '/bin/sh')
-    os.execv(shell, [shell, '-c', command])
+    # As sshd: the login shell gets the remote host's own environment, not ssh's.
+    user = pwd.getpwuid(os.getuid())
+    login = {'PATH': '/usr/local/bin:/usr/bin:/bin', 'HOME': user.pw_dir, 'USER': user.pw_name,
+             'LOGNAME': user.pw_name, 'SHELL': shell,
+             'SSH_CONNECTION': '127.0.0.1 40000 127.0.0.1 22', 'SSH_CLIENT': '127.0.0.1 40000 22'}
+    os.execve(shell, [shell, '-c', command], login)
 _, status = os.waitpid(pid, 0)
 sys.exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 255)
 '''
@@ -373,12 +379,10 @@ def test_remote(t):
               all(x.split()[2] == 'pwd=' + os.path.realpath(t.tmp) for x in extra),
               describe(p))
         check(f'ssh ({shell}): one `ssh HOST true` check, then one ssh per remote rank, with '
-              '-p/-i, and the secret is not on any command line',
+              '-p/-i, and neither the secret nor any variable is on a command line',
               len(calls) == 3 and calls[0] == prefix + ['true'] and
               all(c[:-1] == prefix for c in calls[1:]) and
-              # The ssh processes log in whatever order they run.
-              sorted(re.findall(r' CHORUS_RANK=(\d) ', c[-1]) for c in calls[1:]) == [['1'], ['2']]
-              and
+              all('CHORUS_RANK=' not in c[-1] and 'PATH=' not in c[-1] for c in calls) and
               all(len(re.findall(r'[0-9a-f]{64}', c[-1])) == 0 for c in calls), repr(calls))
 
     pids = t.pid_file('remote_pids')
@@ -421,6 +425,47 @@ def test_remote(t):
           ok and p.stdout == '', describe(p))
 
 
+def test_remote_environment(t):
+    """chorusrun's environment reaches remote workers intact, minus the documented exclusions."""
+    for shell in ('/bin/sh', '/bin/bash'):
+        dump_dir = os.path.join(t.tmp, 'env_' + os.path.basename(shell))
+        os.mkdir(dump_dir)
+        env = dict(FORWARDED, **NOT_FORWARDED, FAKE_SSH_SHELL=shell, ENV_DUMP_DIR=dump_dir)
+        p = t.run(['-np', '3', '-H', 'localhost:1,fakehost:2', '/usr/bin/python3', '-c', DUMP_ENV],
+                  fake_ssh=True, env=env)
+        calls = t.ssh_calls()
+        dumps = {r: read_env_dump(os.path.join(dump_dir, f'env.{r}')) for r in range(3)}
+        local, remote = dumps[0], [dumps[1], dumps[2]]
+        wrong = {}
+        for rank, got in ((1, remote[0]), (2, remote[1])):
+            for name, value in FORWARDED.items():
+                if got.get(name) != value:
+                    wrong[f'rank {rank} {name}'] = got.get(name)
+        check(f'--gloo over ssh ({shell}): {len(FORWARDED)} variables ({sum(map(len, BIG.values()))} '
+              'bytes, quotes, newlines, =, non-ASCII, 0xff) reach the remote workers intact',
+              p.returncode == 0 and len(remote[0]) > 0 and not wrong,
+              describe(p) + f'\nwrong: {repr(wrong)[:2000]}')
+        leaked = {f'rank {r} {name}': dumps[r].get(name) for r in (1, 2)
+                  for name, value in NOT_FORWARDED.items() if dumps[r].get(name) == value}
+        check(f'--gloo over ssh ({shell}): the excluded variables do not travel (the remote keeps '
+              'its own SSH_CONNECTION)',
+              p.returncode == 0 and not leaked and
+              all(dumps[r].get('SSH_CONNECTION') == '127.0.0.1 40000 127.0.0.1 22' and
+                  'SSH_AUTH_SOCK' not in dumps[r] and 'HOSTNAME' not in dumps[r] and
+                  'BASH_FUNC_f%%' not in dumps[r] and 'my.var' not in dumps[r] for r in (1, 2)),
+              repr(leaked) + repr({r: dumps[r].get('SSH_CONNECTION') for r in (1, 2)}))
+        secrets = {dumps[r].get('CHORUS_RENDEZVOUS_SECRET') for r in range(3)}
+        check(f'--gloo over ssh ({shell}): the local worker inherits everything; every rank has '
+              'the one secret; no value is on an ssh command line',
+              all(local.get(k) == v for k, v in dict(FORWARDED, **NOT_FORWARDED).items()
+                  if k not in ('_', 'PWD')) and
+              len(secrets) == 1 and re.fullmatch(r'[0-9a-f]{64}', secrets.pop() or '') and
+              len(calls) == 3 and
+              not any(x in ' '.join(c) for c in calls
+                      for x in ('second line', 'MYVAR', 'BIG_', 'dotted', 'callerhost')),
+              repr({k: local.get(k) for k in NOT_FORWARDED}) + repr(calls)[:2000])
+
+
 BAD_INPUT = [
     (['-np', '3', '-H', 'localhost:2', 'true'], '-np 3 is more than the 2 slots of -H localhost:2'),
     (['-np', '2', 'no_such_command_xyz'], "command 'no_such_command_xyz' not found in PATH"),
@@ -457,6 +502,7 @@ def main():
         test_failures(t)
         test_signals(t)
         test_remote(t)
+        test_remote_environment(t)
     return summary()
 
 

@@ -27,12 +27,19 @@ from chorus.exceptions import ChorusError
 _NOT_FOUND = 5  # absl::StatusCode::kNotFound
 
 
+# A worker waits this much longer than chorusrun's own bound (its elastic timeout), so that
+# chorusrun, which decides, ends the wait (it fails the job or places the worker) before the
+# worker gives up on its own.
+_ADOPT_MARGIN_S = 60.0
+
+
 def _adopt_timeout_s():
-    """How long a worker waits for chorusrun's next generation: the job's elastic timeout."""
+    """How long a worker waits for chorusrun's next generation: the job's elastic timeout plus
+    the margin above."""
     for name in ('CHORUS_ELASTIC_TIMEOUT', 'HOROVOD_ELASTIC_TIMEOUT'):
         if os.environ.get(name):
-            return float(os.environ[name])
-    return 600.0
+            return float(os.environ[name]) + _ADOPT_MARGIN_S
+    return 600.0 + _ADOPT_MARGIN_S
 
 
 def adopt_next_generation():
