@@ -136,8 +136,12 @@ absl::StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::Create(UcxTransportO
   if (!modified.ok()) return modified;
 
   ucp_worker_params_t worker_params{};
-  worker_params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  worker_params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE | UCP_WORKER_PARAM_FIELD_FLAGS;
   worker_params.thread_mode = UCS_THREAD_MODE_SERIALIZED;
+  // The only requests a worker can hold when it is destroyed are those the transport abandoned
+  // (every other one is freed once finished); UCX would print a line for each (Note
+  // [Abandoning requests] in docs/ucx_transport.md).
+  worker_params.flags = UCP_WORKER_FLAG_IGNORE_REQUEST_LEAK;
   st = ucp_worker_create(t->context_, &worker_params, &t->worker_);
   if (st != UCS_OK) return absl::InternalError("ucp_worker_create: " + UcsError(st));
 
@@ -155,15 +159,16 @@ UcxTransport::UcxTransport(UcxTransportOptions options) : options_(std::move(opt
 
 UcxTransport::~UcxTransport() {
   if (worker_ != nullptr) {
-    for (auto& r : requests_) {
-      if (r->in_use && r->ucx != nullptr && r->recv) ucp_request_cancel(worker_, r->ucx);
-    }
-    CloseEndpoints(/*force=*/false);
-    Drain();
+    // A raised interrupt is a known failure even when no Wait has seen it yet.
+    if (failed_.ok() && Interrupted()) Fail(options_.interrupt->reason());
+    if (failed_.ok()) CloseGracefully();
+    // Left only by CloseGracefully's bound: abandoned like the requests of a failure.
     for (auto& r : requests_) {
       if (r->ucx != nullptr) ucp_request_free(r->ucx);
       r->ucx = nullptr;
     }
+    // Endpoints still open (those without peer error handling, after a failure) go with the
+    // worker, which releases abandoned requests without running their protocols.
     ucp_worker_destroy(worker_);
   }
   if (context_ != nullptr) ucp_cleanup(context_);
@@ -220,7 +225,10 @@ absl::Status UcxTransport::Connect(int rank, const std::vector<std::string>& add
   }
   peers_ = std::move(peers);
   if (!result.ok()) {
-    CloseEndpoints(/*force=*/true);
+    ForceCloseEndpoints();
+    // The endpoints UCX does not force-close stay open until ucp_worker_destroy, with their
+    // Peer as error callback argument.
+    for (auto& p : peers_) retired_peers_.push_back(std::move(p));
     peers_.clear();
     return result;
   }
@@ -319,12 +327,7 @@ UcxTransport::Request* UcxTransport::Lookup(RequestId id) {
 }
 
 void UcxTransport::Release(Request* r) {
-  if (r->ucx != nullptr) {
-    // Still in flight after a failure: UCX frees it when it finishes.
-    if (r->recv) ucp_request_cancel(worker_, r->ucx);
-    ucp_request_free(r->ucx);
-    r->ucx = nullptr;
-  }
+  // Finished, or abandoned by Fail: no UCP request is attached any more.
   r->in_use = false;
   r->waiting = false;
   ++r->generation;
@@ -364,18 +367,21 @@ absl::Status UcxTransport::Finish(const Request& r) const {
 }
 
 absl::Status UcxTransport::Wait(absl::Span<const RequestId> ids) {
-  absl::Status result;
+  // A bad id is the caller's bug, not the world's: reported, not final, and the valid requests
+  // are still waited for (abandoning them would leave UCX using their buffers after the return).
+  absl::Status bad_id;
   absl::InlinedVector<Request*, 8> pending;
   for (RequestId id : ids) {
     Request* r = Lookup(id);
     if (r == nullptr || r->waiting) {
-      result.Update(absl::InvalidArgumentError("UCX transport: unknown or repeated request id " +
+      bad_id.Update(absl::InvalidArgumentError("UCX transport: unknown or repeated request id " +
                                                std::to_string(id)));
     } else {
       r->waiting = true;
       pending.push_back(r);
     }
   }
+  absl::Status result;
   const auto limit = absl::ToChronoNanoseconds(options_.no_progress_timeout);
   auto last_completion = Clock::now();
   uint64_t spins = 0, idle = 0;
@@ -410,7 +416,7 @@ absl::Status UcxTransport::Wait(absl::Span<const RequestId> ids) {
     }
     idle = events == 0 ? idle + 1 : 0;
     if (++spins % 128 != 0) continue;
-    if (options_.interrupt != nullptr && options_.interrupt->raised()) {
+    if (Interrupted()) {
       result = options_.interrupt->reason();
       break;
     }
@@ -431,37 +437,83 @@ absl::Status UcxTransport::Wait(absl::Span<const RequestId> ids) {
     if (idle > kIdleSpinsBeforeYield) std::this_thread::yield();
   }
   if (result.ok() && !pending.empty()) result = failed_;
-  // A bad id is the caller's bug, not the world's; anything else is final.
-  if (!result.ok() && result.code() != absl::StatusCode::kInvalidArgument) Fail(result);
+  // Every error of a request is final; Fail abandons what is still pending, before the caller
+  // may free its buffers.
+  if (!result.ok()) Fail(result);
   for (Request* r : pending) Release(r);
-  return result;
+  return result.ok() ? bad_id : result;
+}
+
+const UcxTransport::Peer* UcxTransport::LostPeer() const {
+  for (const auto& p : peers_) {
+    if (p->lost != UCS_OK) return p.get();
+  }
+  return nullptr;
+}
+
+bool UcxTransport::Interrupted() const {
+  return options_.interrupt != nullptr && options_.interrupt->raised();
 }
 
 void UcxTransport::Fail(const absl::Status& status) {
   if (!failed_.ok()) return;
   failed_ = status;
+  // Note [Abandoning requests] in docs/ucx_transport.md. Nothing here progresses the worker,
+  // and nothing does after: UCX 1.13 can crash progressing a worker after a force-close.
+  for (auto& r : requests_) {
+    // Receives not matched yet finish at once (UCS_ERR_CANCELED); matched ones stay in flight.
+    if (r->in_use && r->ucx != nullptr && r->recv) ucp_request_cancel(worker_, r->ucx);
+  }
+  ForceCloseEndpoints();
+  // The rest is abandoned: UCX frees each if it ever finishes. (A rendezvous send whose RTS
+  // went out on an endpoint without peer error handling is one: nothing in UCX ends it while
+  // the peer does not answer.)
+  for (auto& r : requests_) {
+    if (!r->in_use || r->ucx == nullptr || Poll(r.get())) continue;
+    ucp_request_free(r->ucx);
+    r->ucx = nullptr;
+    r->done = true;
+    r->status = UCS_ERR_CANCELED;
+  }
+}
+
+void UcxTransport::ForceCloseEndpoints() {
+  // UCX force-closes only endpoints with peer error handling (it refuses the others:
+  // UCS_ERR_INVALID_PARAM in UCX 1.13, and a flushing close waits for the peer); those stay
+  // open, unused, until ucp_worker_destroy. It would complete the requests of a force-closed
+  // endpoint (UCS_ERR_CANCELED) in later progress calls, which never come.
+  for (auto& p : peers_) {
+    if (p->ep == nullptr || !p->peer_mode) continue;
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    void* r = ucp_ep_close_nbx(p->ep, &param);
+    p->ep = nullptr;
+    if (r != nullptr && !UCS_PTR_IS_ERR(r)) ucp_request_free(r);
+  }
+}
+
+void UcxTransport::CloseGracefully() {
+  // A lost peer is a failure no Wait has seen yet: it cannot confirm a flush.
+  if (const Peer* lost = LostPeer(); lost != nullptr) {
+    Fail(PeerLost(lost->rank, lost->lost));
+    return;
+  }
   for (auto& r : requests_) {
     if (r->in_use && r->ucx != nullptr && r->recv) ucp_request_cancel(worker_, r->ucx);
   }
-  // Force-closing an endpoint finishes the sends still on it (UCS_ERR_CANCELED).
-  CloseEndpoints(/*force=*/true);
-  Drain();
-}
-
-void UcxTransport::CloseEndpoints(bool force) {
   std::vector<void*> closing;
   for (auto& p : peers_) {
     if (p->ep == nullptr) continue;
     ucp_request_param_t param{};
-    param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    param.flags = force || p->lost != UCS_OK ? UCP_EP_CLOSE_FLAG_FORCE : 0;
     void* r = ucp_ep_close_nbx(p->ep, &param);
     p->ep = nullptr;
     if (r != nullptr && !UCS_PTR_IS_ERR(r)) closing.push_back(r);
   }
+  // Requests never waited on finish (sends are flushed to their peers) within the bound, unless
+  // the interrupt is raised meanwhile or a peer is lost.
   const auto deadline = Clock::now() + absl::ToChronoNanoseconds(options_.no_progress_timeout);
-  while (!closing.empty()) {
-    ucp_worker_progress(worker_);
+  while (true) {
     for (size_t i = 0; i < closing.size();) {
       if (ucp_request_check_status(closing[i]) != UCS_INPROGRESS) {
         ucp_request_free(closing[i]);
@@ -471,23 +523,23 @@ void UcxTransport::CloseEndpoints(bool force) {
         ++i;
       }
     }
-    if (Clock::now() > deadline) {
-      for (void* r : closing) ucp_request_free(r);
-      break;
-    }
-  }
-}
-
-void UcxTransport::Drain() {
-  const auto deadline = Clock::now() + absl::ToChronoNanoseconds(options_.no_progress_timeout);
-  while (true) {
     bool in_flight = false;
     for (auto& r : requests_) {
       if (r->in_use && r->ucx != nullptr && !Poll(r.get())) in_flight = true;
     }
-    if (!in_flight || Clock::now() > deadline) return;
+    if (closing.empty() && !in_flight) return;
+    if (Interrupted()) {
+      Fail(options_.interrupt->reason());
+      break;
+    }
+    if (const Peer* lost = LostPeer(); lost != nullptr) {
+      Fail(PeerLost(lost->rank, lost->lost));
+      break;
+    }
+    if (Clock::now() > deadline) break;
     ucp_worker_progress(worker_);
   }
+  for (void* r : closing) ucp_request_free(r);
 }
 
 }  // namespace chorus::ops

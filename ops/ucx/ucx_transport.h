@@ -7,10 +7,20 @@
 // Guarantees: TagTransport's matching and ordering; a Wait in which no request finishes for
 // `no_progress_timeout` fails with Unavailable naming the ranks it waited on, so a dead peer UCX
 // does not report cannot hang the job; a raised `interrupt` fails it with its reason; errors are
-// final (the first error from Wait cancels every request, force-closes every endpoint and is
-// returned by every later call). Threading: one thread at a time, not necessarily the creating one
-// (UCS_THREAD_MODE_SERIALIZED, no locks); no progress thread: Wait polls. Tags, peer-failure
-// handling, UCX's memory hooks (TSan needs UCX_MEM_MMAP_HOOK_MODE=none): docs/ucx_transport.md.
+// final: the first error of a request (a lost peer, the no-progress bound, the interrupt, a
+// transport failure) ends every request at once and is returned by every later call.
+//
+// Buffers: a request's buffer stays valid until Wait has returned for its id, or, for an id
+// never waited on, until the transport has failed or is destroyed. Once a Wait, Isend or Irecv
+// has returned a final error (any but InvalidArgument and FailedPrecondition), every buffer of
+// every request may be freed at once: the transport never touches them again, nor lets UCX do
+// so in this process (it never progresses the worker after a failure). A peer that is still running
+// may go on reading an abandoned send buffer (a rendezvous GET by CMA or RDMA), and so receive
+// whatever it then holds. Note [Abandoning requests] in docs/ucx_transport.md.
+//
+// Threading: one thread at a time, not necessarily the creating one (UCS_THREAD_MODE_SERIALIZED,
+// no locks); no progress thread: Wait polls. Tags, peer-failure handling, UCX's memory hooks
+// (TSan needs UCX_MEM_MMAP_HOOK_MODE=none): docs/ucx_transport.md.
 #ifndef CHORUS_OPS_UCX_UCX_TRANSPORT_H_
 #define CHORUS_OPS_UCX_UCX_TRANSPORT_H_
 
@@ -49,8 +59,9 @@ struct UcxTransportOptions {
   // UCX only warns about an unknown name.
   std::vector<std::pair<std::string, std::string>> ucx_config;
   // When set and raised (by any thread), a Wait in progress fails within about a millisecond
-  // with the interrupt's reason, and so does every later one (errors are final). An elastic
-  // job's worker raises it when chorusrun aborts the generation this world belongs to.
+  // with the interrupt's reason, and so does every later one (errors are final); a destructor
+  // then abandons what is in flight instead of flushing it. An elastic job's worker raises it
+  // when chorusrun aborts the generation this world belongs to.
   std::shared_ptr<const Interrupt> interrupt;
 };
 
@@ -63,8 +74,10 @@ class UcxTransport : public TagTransport {
   // Opens a UCP context and worker. InvalidArgument for a bad ucx_config entry, Internal when
   // UCX fails.
   static absl::StatusOr<std::unique_ptr<UcxTransport>> Create(UcxTransportOptions options = {});
-  // Cancels requests never waited on, closes the endpoints (flushing them, bounded by the
-  // no-progress timeout) and releases UCX.
+  // Releases UCX. Requests never waited on: when the transport has failed, or its interrupt is
+  // raised (before or during the destruction), they are ended at once as a failure ends them;
+  // otherwise receives are cancelled and sends flushed to their peers as the endpoints close,
+  // bounded by the no-progress timeout (their buffers must stay valid until this returns).
   ~UcxTransport() override;
   UcxTransport(const UcxTransport&) = delete;
   UcxTransport& operator=(const UcxTransport&) = delete;
@@ -102,11 +115,17 @@ class UcxTransport : public TagTransport {
   void Release(Request* request);
   bool Poll(Request* request);  // true once finished
   absl::Status Finish(const Request& request) const;
-  // Makes `status` final: cancels every request and force-closes every endpoint.
+  bool Interrupted() const;
+  const Peer* LostPeer() const;  // one whose endpoint reported an error, if any
+  // Makes `status` final and ends every request at once: cancels, force-closes, abandons the
+  // rest (Note [Abandoning requests]). Called only where the caller's buffers are still valid.
   void Fail(const absl::Status& status);
-  void CloseEndpoints(bool force);
-  // Drives progress until no request is in flight or the no-progress timeout passes.
-  void Drain();
+  // Force-closes the endpoints with peer error handling; the others stay open.
+  void ForceCloseEndpoints();
+  // The destructor of a transport that has not failed: cancels receives, closes the endpoints
+  // flushing them, and lets sends finish, within the no-progress bound and until the interrupt
+  // is raised (then Fail).
+  void CloseGracefully();
 
   UcxTransportOptions options_;
   ucp_context_h context_ = nullptr;
@@ -115,7 +134,10 @@ class UcxTransport : public TagTransport {
   std::string address_;  // what Connect expects from every rank
   int rank_ = 0;
   int size_ = 0;
-  std::vector<std::unique_ptr<Peer>> peers_;  // by rank; addresses stable (error callback arg)
+  // By rank. A Peer is the error callback argument of its endpoint, so it lives as long as the
+  // worker (retired_peers_: those of a failed Connect).
+  std::vector<std::unique_ptr<Peer>> peers_;
+  std::vector<std::unique_ptr<Peer>> retired_peers_;
   std::vector<std::unique_ptr<Request>> requests_;  // slots; RequestId = generation:index
   std::vector<uint32_t> free_slots_;
   absl::Status failed_;  // the final error, once there is one

@@ -5,6 +5,7 @@
 #include "ops/ucx/ucx_transport.h"
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <cstring>
@@ -391,6 +392,197 @@ TEST_CASE("UCX transport: a raised interrupt fails the Wait in progress and ever
   CHECK(waited.code() == absl::StatusCode::kAborted);
   CHECK(waited.message() == "generation 3 aborted");
   CHECK(later.code() == absl::StatusCode::kAborted);
+}
+
+// ---------------------------------------------------------------------------------------------
+// An abort (a raised interrupt, or any final error) ends every request at once
+// (Note [Abandoning requests] in docs/ucx_transport.md).
+
+// The no-progress timeout of these tests: the default. An abort that waited for it would take a
+// minute; one that ends the requests at once takes milliseconds. The bounds below, half of it,
+// separate the two; they are not performance assertions.
+constexpr absl::Duration kNoProgress = absl::Seconds(60);
+constexpr auto kAtOnce = std::chrono::seconds(30);
+// Well above UCX's rendezvous threshold on every transport.
+constexpr size_t kLarge = size_t{8} << 20;
+
+using Clock = std::chrono::steady_clock;
+
+// Two transports connected as ranks 0 and 1 (Connect is local, so one thread does it); each may
+// then be driven by any one thread at a time.
+std::vector<std::unique_ptr<UcxTransport>> ConnectedPair(const UcxTransportOptions& options) {
+  std::vector<std::unique_ptr<UcxTransport>> pair;
+  std::vector<std::string> addresses;
+  for (int r = 0; r < 2; ++r) {
+    auto t = UcxTransport::Create(options);
+    REQUIRE(t.ok());
+    addresses.push_back((*t)->WorkerAddress());
+    pair.push_back(std::move(*t));
+  }
+  for (int r = 0; r < 2; ++r) REQUIRE(pair[static_cast<size_t>(r)]->Connect(r, addresses).ok());
+  return pair;
+}
+
+// Raises `interrupt` from its own thread `delay` after Start(), as an elastic worker's
+// membership watcher does; joined on destruction.
+class DelayedRaise {
+ public:
+  DelayedRaise(std::shared_ptr<Interrupt> interrupt, std::chrono::milliseconds delay)
+      : interrupt_(std::move(interrupt)), delay_(delay) {}
+  ~DelayedRaise() {
+    if (thread_.joinable()) thread_.join();
+  }
+  void Start() {
+    thread_ = std::thread([this] {
+      std::this_thread::sleep_for(delay_);
+      interrupt_->Raise(absl::AbortedError("generation 3 aborted"));
+    });
+  }
+
+ private:
+  std::shared_ptr<Interrupt> interrupt_;
+  std::chrono::milliseconds delay_;
+  std::thread thread_;
+};
+
+void Free(std::vector<char>& buffer) { std::vector<char>().swap(buffer); }
+
+TEST_CASE("UCX transport: an abort ends a rendezvous send to a peer that never answers at once",
+          "[ucx][transport][ucx_abort]") {
+  const auto mode =
+      GENERATE(ops::PeerErrorHandling::kRemotePeers, ops::PeerErrorHandling::kAllPeers);
+  CAPTURE(static_cast<int>(mode));
+  auto interrupt = std::make_shared<Interrupt>();
+  UcxTransportOptions options;
+  options.error_handling = mode;
+  options.interrupt = interrupt;
+  options.no_progress_timeout = kNoProgress;
+  // Declared before the transports, which would otherwise outlive them if a REQUIRE fails.
+  std::vector<char> out(kLarge, 's'), never_waited(kLarge, 'n'), in(4096, 'r');
+  auto pair = ConnectedPair(options);
+  // Rank 0 is a peer that hangs (or died without closing): nothing ever progresses its worker.
+  UcxTransport& t = *pair[1];
+  auto send = t.Isend(0, 1, out.data(), static_cast<int64_t>(out.size()));
+  auto recv = t.Irecv(0, 2, in.data(), static_cast<int64_t>(in.size()));  // in flight, unmatched
+  auto other = t.Isend(0, 3, never_waited.data(), static_cast<int64_t>(never_waited.size()));
+  REQUIRE(send.ok());
+  REQUIRE(recv.ok());
+  REQUIRE(other.ok());
+
+  DelayedRaise raise(interrupt, std::chrono::milliseconds(50));
+  raise.Start();  // shortly after the Wait below starts
+  const auto wait_start = Clock::now();
+  const absl::Status waited = t.Wait({*send, *recv});
+  const auto wait_time = Clock::now() - wait_start;
+  INFO("Wait: " << waited.ToString() << " after "
+                << std::chrono::duration<double>(wait_time).count() << " s");
+  CHECK(waited.code() == absl::StatusCode::kAborted);
+  CHECK(waited.message() == "generation 3 aborted");
+  CHECK(wait_time < kAtOnce);
+  // Errors are final.
+  CHECK(t.Isend(0, 4, out.data(), 1).status() == waited);
+
+  // The transport no longer touches any request's buffer, waited on or not: the caller may free
+  // them before destroying it (a late access is what ASan runs would report).
+  Free(out);
+  Free(never_waited);
+  Free(in);
+  const auto destroy_start = Clock::now();
+  pair[1].reset();  // with `other` never waited on
+  const auto destroy_time = Clock::now() - destroy_start;
+  INFO("destroyed after " << std::chrono::duration<double>(destroy_time).count() << " s");
+  CHECK(destroy_time < kAtOnce);
+  pair[0].reset();
+}
+
+TEST_CASE("UCX transport: destruction after the interrupt is raised ends requests at once",
+          "[ucx][transport][ucx_abort]") {
+  const auto mode =
+      GENERATE(ops::PeerErrorHandling::kRemotePeers, ops::PeerErrorHandling::kAllPeers);
+  // Raised before the destructor runs (no Wait has seen it), or while it flushes the sends.
+  const bool raised_before = GENERATE(true, false);
+  CAPTURE(static_cast<int>(mode), raised_before);
+  auto interrupt = std::make_shared<Interrupt>();
+  UcxTransportOptions options;
+  options.error_handling = mode;
+  options.interrupt = interrupt;
+  options.no_progress_timeout = kNoProgress;
+  std::vector<char> out(kLarge, 's'), in(4096, 'r');  // outlive the transports
+  auto pair = ConnectedPair(options);
+  // Requests never waited on, to rank 0, which nothing progresses.
+  REQUIRE(pair[1]->Isend(0, 1, out.data(), static_cast<int64_t>(out.size())).ok());
+  REQUIRE(pair[1]->Irecv(0, 2, in.data(), static_cast<int64_t>(in.size())).ok());
+  DelayedRaise raise(interrupt, std::chrono::milliseconds(50));
+  if (raised_before) {
+    interrupt->Raise(absl::AbortedError("generation 3 aborted"));
+  } else {
+    raise.Start();  // shortly after the destructor starts
+  }
+  const auto start = Clock::now();
+  pair[1].reset();
+  const auto destroy_time = Clock::now() - start;
+  INFO("destroyed after " << std::chrono::duration<double>(destroy_time).count() << " s");
+  CHECK(destroy_time < kAtOnce);
+  pair[0].reset();
+}
+
+TEST_CASE("UCX transport: an abort ends a receive whose rendezvous has begun at once",
+          "[ucx][transport][ucx_abort]") {
+  // Over TCP (peer error handling everywhere) a receiver that has matched the sender's RTS asks
+  // the sender for the data, which the sender sends from its own progress calls: a sender that
+  // stops leaves a matched receive in flight, which ucp_request_cancel cannot end. (Over shared
+  // memory the receiver fetches the data itself, and such a receive finishes.)
+  auto interrupt = std::make_shared<Interrupt>();
+  UcxTransportOptions options;
+  options.error_handling = ops::PeerErrorHandling::kAllPeers;
+  options.interrupt = interrupt;
+  options.no_progress_timeout = kNoProgress;
+  constexpr size_t kHuge = size_t{32} << 20;          // far more than the sockets hold
+  std::vector<char> out(kHuge, 's'), in(kHuge, 'r');  // outlive the transports
+  auto pair = ConnectedPair(options);
+  absl::Status sender, matched, waited;
+  std::chrono::steady_clock::duration wait_time{};
+  DelayedRaise raise(interrupt, std::chrono::milliseconds(200));  // shortly after Wait starts
+  std::thread rank0([&] {
+    // The rendezvous send, then a small message behind it on the same endpoint; progresses only
+    // until rank 1 acknowledges the small one, then never again.
+    UcxTransport& t = *pair[0];
+    char small = 'm', ack = 0;
+    auto big = t.Isend(1, 2, out.data(), static_cast<int64_t>(out.size()));
+    auto behind = t.Isend(1, 3, &small, 1);
+    auto acked = t.Irecv(1, 4, &ack, 1);
+    sender = !big.ok()      ? big.status()
+             : !behind.ok() ? behind.status()
+             : !acked.ok()  ? acked.status()
+                            : t.Wait({*behind, *acked});
+  });
+  UcxTransport& t = *pair[1];
+  char small = 0, ack = 'a';
+  auto recv = t.Irecv(0, 2, in.data(), static_cast<int64_t>(in.size()));
+  auto behind = t.Irecv(0, 3, &small, 1);
+  // UCP matches one endpoint's messages in order: once the small message is here, the RTS
+  // before it has been matched to `recv`.
+  matched = !recv.ok() ? recv.status() : !behind.ok() ? behind.status() : t.Wait({*behind});
+  if (matched.ok()) {
+    auto acked = t.Isend(0, 4, &ack, 1);
+    matched = acked.ok() ? t.Wait({*acked}) : acked.status();
+  }
+  rank0.join();  // rank 0 progresses no more
+  REQUIRE(sender.ok());
+  REQUIRE(matched.ok());
+  raise.Start();
+  const auto start = Clock::now();
+  waited = t.Wait({*recv});
+  wait_time = Clock::now() - start;
+  INFO("Wait: " << waited.ToString() << " after "
+                << std::chrono::duration<double>(wait_time).count() << " s");
+  CHECK(waited.code() == absl::StatusCode::kAborted);
+  CHECK(wait_time < kAtOnce);
+  Free(in);
+  const auto destroy_start = Clock::now();
+  pair[1].reset();
+  pair[0].reset();  // with its send never waited on
+  CHECK(Clock::now() - destroy_start < kAtOnce);
 }
 
 TEST_CASE("UCX transport: same-tag order, self messages, size checks, bad calls",
