@@ -1,8 +1,5 @@
 #include "launcher/job_engine.h"
 
-#include <arpa/inet.h>
-#include <ifaddrs.h>
-#include <netinet/in.h>
 #include <signal.h>
 
 #include <algorithm>
@@ -12,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <variant>
@@ -33,6 +31,7 @@
 #include "launcher/job_hosts.h"
 #include "launcher/job_settings.h"
 #include "launcher/rank_layout.h"
+#include "launcher/rendezvous_address.h"
 #include "launcher/rendezvous_server.h"
 #include "launcher/supervisor.h"
 #include "launcher/worker_env.h"
@@ -60,29 +59,6 @@ int ExitStatusFor(const absl::Status& status) {
   }
 }
 
-// The IPv4 address of network interface `name`.
-absl::StatusOr<std::string> InterfaceAddress(const std::string& name) {
-  struct ifaddrs* list = nullptr;
-  if (::getifaddrs(&list) != 0) {
-    return absl::InternalError(absl::StrCat("getifaddrs: ", std::strerror(errno)));
-  }
-  std::optional<std::string> found;
-  for (struct ifaddrs* a = list; a != nullptr && !found; a = a->ifa_next) {
-    if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != AF_INET || name != a->ifa_name) {
-      continue;
-    }
-    char text[INET_ADDRSTRLEN] = {};
-    const auto* in = reinterpret_cast<const struct sockaddr_in*>(a->ifa_addr);
-    if (::inet_ntop(AF_INET, &in->sin_addr, text, sizeof(text)) != nullptr) found = text;
-  }
-  ::freeifaddrs(list);
-  if (!found) {
-    return absl::InvalidArgumentError(absl::StrCat("--network-interfaces: interface '", name,
-                                                   "' has no IPv4 address on this machine"));
-  }
-  return *found;
-}
-
 class JobEngine {
  public:
   JobEngine(const LaunchOptions& o, const Environment& env, JobSettings settings)
@@ -108,12 +84,15 @@ class JobEngine {
   // usable ones.
   void Deliver(elastic::Events& events, absl::Time now);
   std::string RendezvousAddressFor(const std::string& host) const;
+  // Chooses the rendezvous address remote host `host` dials (rendezvous_address.h), once.
+  absl::Status ChooseAddress(const std::string& host);
 
   const LaunchOptions& o_;
   const Environment& env_;
   JobSettings settings_;
   std::string this_host_;
-  std::string advertised_host_;  // what remote workers dial for the rendezvous
+  std::map<std::string, std::string> addresses_;  // remote host -> the address it dials
+  std::set<std::string> unaddressable_;           // remote hosts with none (reported once)
   std::unique_ptr<RendezvousServer> server_;
   std::optional<elastic::JobState> state_;
   std::optional<elastic::HostSet> answer_;  // a discovery answer waiting for its ssh checks
@@ -177,16 +156,12 @@ absl::Status JobEngine::Prepare() {
       ssh_missing = absl::StrCat("ssh is needed to start workers there: ", ssh.status().message());
       if (!o_.elastic.discovery_script) return absl::FailedPreconditionError(ssh_missing);
     }
-    advertised_host_ = this_host_;
-    if (!o_.network_interfaces.empty()) {
-      absl::StatusOr<std::string> address = InterfaceAddress(o_.network_interfaces[0]);
-      if (!address.ok()) return address.status();
-      advertised_host_ = *std::move(address);
-    }
-    if (advertised_host_.empty()) {
-      return absl::InvalidArgumentError(
-          "this machine has no hostname for remote workers to reach it; name an interface with "
-          "--network-interfaces");
+  }
+  // A fixed pool's remote hosts get their rendezvous address now: a bad --network-interface is
+  // bad input, reported before anything starts.
+  for (const HostSlots& h : state_->order) {
+    if (!IsLocalHost(h.host, this_host_)) {
+      if (absl::Status s = ChooseAddress(h.host); !s.ok()) return s;
     }
   }
   absl::StatusOr<std::string> cwd = CurrentDirectory();
@@ -230,8 +205,18 @@ absl::Status JobEngine::Prepare() {
   return absl::OkStatus();
 }
 
+absl::Status JobEngine::ChooseAddress(const std::string& host) {
+  if (addresses_.contains(host)) return absl::OkStatus();
+  absl::StatusOr<std::map<std::string, std::string>> chosen =
+      RendezvousAddresses({host}, o_.network_interfaces);
+  if (!chosen.ok()) return chosen.status();
+  addresses_[host] = chosen->at(host);
+  return absl::OkStatus();
+}
+
 std::string JobEngine::RendezvousAddressFor(const std::string& host) const {
-  const std::string address = IsLocalHost(host, this_host_) ? "127.0.0.1" : advertised_host_;
+  auto it = addresses_.find(host);
+  const std::string address = it != addresses_.end() ? it->second : "127.0.0.1";
   return absl::StrCat(address, ":", server_->port());
 }
 
@@ -310,13 +295,22 @@ void JobEngine::Deliver(elastic::Events& events, absl::Time now) {
   if (!answer_) return;
   std::vector<std::string> remote;
   for (const auto& [host, slots] : *answer_) {
-    if (fleet_->remote(host)) remote.push_back(host);
+    if (!fleet_->remote(host) || unaddressable_.contains(host)) continue;
+    // A host with no address of this machine to dial cannot join.
+    if (absl::Status s = ChooseAddress(host); !s.ok()) {
+      unaddressable_.insert(host);
+      events.unreachable.emplace_back(host, std::string(s.message()));
+      continue;
+    }
+    remote.push_back(host);
   }
   checks_->Check(remote, *supervisor_, now);
   if (!checks_->Settled(remote)) return;
   elastic::HostSet usable;
   for (const auto& [host, slots] : *answer_) {
-    if (!fleet_->remote(host) || checks_->Passed(host)) usable.emplace(host, slots);
+    if (!fleet_->remote(host) || (checks_->Passed(host) && addresses_.contains(host))) {
+      usable.emplace(host, slots);
+    }
   }
   events.discovered = std::move(usable);
   answer_.reset();

@@ -8,6 +8,7 @@ PACKAGES=(
   libopenmpi-dev openmpi-bin
   libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc
   libabsl-dev libucx-dev libxxhash-dev openssh-client
+  openssh-server iproute2  # the multi-host test cluster (test/cluster/)
   catch2
   libcli11-dev nlohmann-json3-dev libyaml-cpp-dev
   pybind11-dev python3-dev python3-pytest python3-torch python3-numpy python3-torchvision

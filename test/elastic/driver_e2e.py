@@ -489,7 +489,7 @@ def test_remote_sigterm_is_graceful(c, jobs):
     # A worker on a remote host (over ssh) that receives SIGTERM reaches chorusrun as ssh's
     # exit status 143: it leaves without blacklisting, and its slot is filled again.
     job = start(jobs, c, 'remote', 'remotehost:1\nlocalhost:1\n', {'g0r1': 'term'},
-                ['-np', '2'], fake_ssh=True)
+                ['-np', '2', '--network-interface', 'lo'], fake_ssh=True)
     g0 = job.wait_generation(0, 2)
     assert ranks(g0) == [(0, 2, 'localhost'), (1, 2, 'remotehost')], ranks(g0)
     g2 = job.wait_generation(2, 2)  # 1 holds the survivor (below --min-np), 2 adds the new one
@@ -539,7 +539,7 @@ def test_unreachable_remote_host_is_blacklisted(c, jobs):
     # "down*"): its `ssh HOST true` check fails, the host is blacklisted with ssh named before
     # any worker is placed on it, and the job runs on the others.
     job = start(jobs, c, 'sshdown', 'downhost:1\nlocalhost:1\n', {'g0r0': 'exit:0'},
-                ['-np', '1'], fake_ssh=True)
+                ['-np', '1', '--network-interface', 'lo'], fake_ssh=True)
     g0 = job.wait_generation(0, 1)
     assert ranks(g0) == [(0, 1, 'localhost')], ranks(g0)
     assert job.finish() == 0
