@@ -123,7 +123,10 @@ absl::StatusOr<std::unique_ptr<Controller>> UcxOverMpi(const Config& config, con
 absl::StatusOr<std::unique_ptr<Controller>> CreateController(const Config& config,
                                                              const void* mpi_comm) {
   if (!config.UsesUcx()) {
-    CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<MpiController> mpi, MpiController::Create(mpi_comm));
+    MpiControllerOptions options;
+    options.no_progress_timeout = config.no_progress_timeout;
+    CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<MpiController> mpi,
+                            MpiController::Create(mpi_comm, std::move(options)));
     return std::unique_ptr<Controller>(std::move(mpi));
   }
   if (!config.rendezvous_addr.empty()) return UcxThroughRendezvous(config);
