@@ -302,9 +302,10 @@ TEST_CASE("A blocking call still open at its deadline ends the job from the watc
   Recorder recorder;
   ProgressWatchdog watchdog(WatchOptions(recorder, absl::Milliseconds(100)));
   std::atomic<bool> in_call{false};
+  std::atomic<bool> described_outside_call{false};  // Catch2 checks only on this thread
   watchdog.Arm([&] {
     // The loop thread is inside the call while the report is written.
-    CHECK(in_call.load());
+    if (!in_call.load()) described_outside_call = true;
     return std::string("broadcast of tensor 'w' (process set 1)");
   });
   const std::vector<int32_t> peers = {3, 5};
@@ -315,6 +316,7 @@ TEST_CASE("A blocking call still open at its deadline ends the job from the watc
     REQUIRE(recorder.first.WaitForNotificationWithTimeout(absl::Seconds(60)));
     in_call = false;
   }
+  CHECK_FALSE(described_outside_call.load());
   REQUIRE(recorder.count() == 1);
   const std::string report = recorder.report(0);
   INFO(report);
