@@ -55,11 +55,15 @@ void BackgroundLoop::ThreadMain(std::vector<std::vector<int32_t>> process_sets) 
     timeline_->Finish();
     return;
   }
+  // Note [No-progress bound] (runtime/progress_watchdog.h): from the first cycle on.
+  watchdog_ = controller_->progress_watchdog();
+  if (watchdog_ != nullptr) watchdog_->Arm([this] { return DescribeWork(); });
 
   bool stop = false;
   while (!stop) {
     absl::Status status = RunCycle(&stop);
     if (!status.ok()) {
+      if (watchdog_ != nullptr) watchdog_->Disarm();
       CHORUS_LOG(ERROR) << "background loop stopped: " << status;
       queue_->Fail(absl::StrCat("chorus stopped after a failure: ", status.ToString()));
       if (gpu_ != nullptr) {
@@ -71,6 +75,7 @@ void BackgroundLoop::ThreadMain(std::vector<std::vector<int32_t>> process_sets) 
       return;
     }
   }
+  if (watchdog_ != nullptr) watchdog_->Disarm();  // no more calls to peers
   queue_->CloseIfOpen("chorus was shut down");
   // Every rank launched the same GPU batches: they complete before the communicators go.
   gpu_.reset();
@@ -406,7 +411,9 @@ absl::Status BackgroundLoop::PlanAndExecute(std::vector<const Response*> ready,
       auto it = pending_.find(name);
       return it == pending_.end() ? nullptr : it->second.get();
     });
+    executing_ = &response;
     const absl::Status status = ExecuteResponse(response);
+    executing_ = nullptr;
     tracer_.Executed(response, Backend(response.process_set_id));
     FlushCompletions();
     tracer_.Completed(response);
@@ -529,7 +536,14 @@ absl::Status BackgroundLoop::ExecuteResponse(const Response& response) {
     }
     return absl::OkStatus();
   }
-  if (set->second.backend == nullptr) return absl::OkStatus();  // not a member
+  if (set->second.backend == nullptr) {
+    // Not a member: the next call meets the members after they ran it (Note [No-progress
+    // bound] in runtime/progress_watchdog.h).
+    if (watchdog_ != nullptr) {
+      watchdog_->AllowForeignCalls(MaxBlockingCalls(response, shared_.pipeline_chunk_bytes));
+    }
+    return absl::OkStatus();
+  }
 
   std::vector<TensorEntry*> entries(response.names.size(), nullptr);
   std::vector<PendingMap::iterator> found(response.names.size(), pending_.end());
@@ -555,6 +569,22 @@ absl::Status BackgroundLoop::ExecuteResponse(const Response& response) {
     if (entries[i] != nullptr) CompleteEntry(found[i], std::move(results[i]));
   }
   return status;
+}
+
+std::string BackgroundLoop::DescribeWork() const {
+  if (executing_ != nullptr) return DescribeResponseWork(*executing_);
+  if (pending_.empty()) return "the cycle's negotiation, no op pending on this rank";
+  constexpr size_t kNamed = 3;
+  std::vector<std::string> named;
+  for (const auto& [name, entry] : pending_) {
+    if (named.size() == kNamed) break;
+    named.push_back(absl::StrCat(OpTypeName(entry->request.type), " '", name, "'"));
+  }
+  std::string more;
+  if (pending_.size() > kNamed) more = absl::StrCat(" and ", pending_.size() - kNamed, " more");
+  return absl::StrCat("the cycle's negotiation, ", pending_.size(), " op",
+                      pending_.size() == 1 ? "" : "s",
+                      " pending on this rank: ", absl::StrJoin(named, ", "), more);
 }
 
 std::unique_ptr<TensorEntry> BackgroundLoop::TakePending(absl::string_view name) {

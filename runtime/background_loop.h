@@ -32,6 +32,9 @@
 // A shutdown request on any rank travels in the flags; every rank then stops after that cycle
 // and fails what is still pending with Aborted. A transport failure stops the loop and fails
 // everything pending (and every later Enqueue) with the transport's status.
+// A controller with a no-progress bound (MPI: runtime/progress_watchdog.h) is armed once the
+// handshake is done: a cycle whose calls make no progress for the bound ends the job, and the
+// report names the ops this loop was running or negotiating (DescribeWork).
 //
 // Thread-safety: the constructor and Start run on the caller's thread; everything else on the
 // loop thread. The queue, registry and handle callbacks are the only shared state.
@@ -65,6 +68,7 @@
 #include "runtime/handle_table.h"
 #include "runtime/name_hash.h"
 #include "runtime/process_set_registry.h"
+#include "runtime/progress_watchdog.h"
 #include "runtime/response_cache.h"
 #include "runtime/submission_queue.h"
 #include "timeline/timeline.h"
@@ -170,10 +174,15 @@ class BackgroundLoop {
   int SetSize(int32_t id) const;
   // This rank's backend for the process set (null: unknown set, or not a member).
   ops::CollectiveBackend* Backend(int32_t id) const;
+  // What the loop is doing, for the no-progress report: the response it executes, or the
+  // negotiation and the ops pending here. Runs on the loop thread, or on the watchdog's while
+  // the loop thread is inside a watched call (Note [No-progress bound]).
+  std::string DescribeWork() const;
 
   Config config_;
   SharedConfig shared_;
   std::unique_ptr<Controller> controller_;
+  ProgressWatchdog* watchdog_ = nullptr;  // the controller's, armed after the handshake; or null
   Topology topology_;
   SubmissionQueue* queue_;
   EntryPool* entry_pool_;
@@ -197,9 +206,10 @@ class BackgroundLoop {
   // The fused responses of the cycle in progress, then spare buffers for the next cycles
   // (PlanFusionInto reuses their names and shapes).
   std::vector<Response> plan_;
-  std::vector<int32_t> joined_ranks_;  // as last broadcast by the coordinator
-  TensorEntry* local_join_ = nullptr;  // this rank's pending join, if any (in pending_)
-  CacheBitVector bits_{0};             // sized by the handshake (shared cache capacity)
+  const Response* executing_ = nullptr;  // the response ExecuteResponse runs, for DescribeWork
+  std::vector<int32_t> joined_ranks_;    // as last broadcast by the coordinator
+  TensorEntry* local_join_ = nullptr;    // this rank's pending join, if any (in pending_)
+  CacheBitVector bits_{0};               // sized by the handshake (shared cache capacity)
   absl::flat_hash_map<int32_t, TensorEntry*> by_bit_;  // pending entries waiting on the cache
   const StallPolicy stall_policy_;
   absl::Time last_stall_check_ = absl::InfinitePast();

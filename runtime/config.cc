@@ -3,6 +3,7 @@
 // This is the only file of chorus that reads the process environment (::getenv).
 #include "runtime/config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -17,6 +18,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+
+#include "base/status_macros.h"
 
 namespace chorus::runtime {
 namespace {
@@ -198,6 +201,18 @@ const Variable kVariables[] = {
        return true;
      },
      [](const Config& c) { return FormatDouble(absl::ToDoubleMilliseconds(c.idle_cycle_time)); }},
+    {"CHORUS_NO_PROGRESS_TIMEOUT_SECONDS",
+     {nullptr, nullptr},
+     "expected a non-negative number of seconds (0 = no bound)",
+     "MPI: seconds the background loop may wait on its peers without any call completing before "
+     "the job is ended with MPI_Abort; 0 = no bound",
+     [](absl::string_view text, Config* c) {
+       double s = 0;
+       if (!ParseDouble(text, /*allow_zero=*/true, &s)) return false;
+       c->no_progress_timeout = absl::Seconds(s);
+       return true;
+     },
+     [](const Config& c) { return FormatDouble(absl::ToDoubleSeconds(c.no_progress_timeout)); }},
     {"CHORUS_LOG_LEVEL",
      {"HOROVOD_LOG_LEVEL", nullptr},
      "expected one of trace, debug, info, warning, error",
@@ -448,6 +463,22 @@ const Variable kVariables[] = {
      }},
 };
 
+// A peer with nothing to do runs a cycle (and so answers its peers' negotiation) only once
+// per idle cycle time, or cycle time while some rank has ops pending: a no-progress bound
+// below twice that would end healthy jobs.
+absl::Status CheckNoProgressTimeout(const Config& c) {
+  if (c.no_progress_timeout == absl::ZeroDuration()) return absl::OkStatus();
+  const absl::Duration cycle = std::max(c.idle_cycle_time, c.cycle_time);
+  if (c.no_progress_timeout > 2 * cycle) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "CHORUS_NO_PROGRESS_TIMEOUT_SECONDS=",
+      FormatDouble(absl::ToDoubleSeconds(c.no_progress_timeout)), " must exceed twice ",
+      c.idle_cycle_time >= c.cycle_time ? "CHORUS_IDLE_CYCLE_MS" : "CHORUS_CYCLE_TIME_MS", " (",
+      FormatDouble(absl::ToDoubleMilliseconds(cycle)),
+      " ms): a peer with nothing to do answers only once per cycle; raise it, or set it to 0 to "
+      "disable the bound"));
+}
+
 }  // namespace
 
 absl::StatusOr<Config> Config::FromEnvironment(const Lookup& lookup) {
@@ -467,6 +498,7 @@ absl::StatusOr<Config> Config::FromEnvironment(const Lookup& lookup) {
           absl::StrCat(read_name, "=\"", value, "\": ", var.expected));
     }
   }
+  CHORUS_RETURN_IF_ERROR(CheckNoProgressTimeout(config));
   return config;
 }
 

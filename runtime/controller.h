@@ -25,6 +25,8 @@
 
 namespace chorus::runtime {
 
+class ProgressWatchdog;  // runtime/progress_watchdog.h
+
 class Controller {
  public:
   virtual ~Controller() = default;
@@ -51,6 +53,13 @@ class Controller {
   // over the whole world, even ranks outside the set, which get a null pointer back.
   virtual absl::StatusOr<std::unique_ptr<ops::CollectiveBackend>> CreateBackend(
       absl::Span<const int32_t> ranks) = 0;
+
+  // The no-progress bound of this controller's calls and of the data planes it creates
+  // (runtime/progress_watchdog.h), owned by the controller; the loop arms it once its
+  // handshake is done and tells it what it works on. Null when the controller has none: its
+  // transport notices lost peers or bounds its waits by itself (UCX:
+  // UcxTransportOptions::no_progress_timeout), or the bound is disabled.
+  virtual ProgressWatchdog* progress_watchdog() { return nullptr; }
 };
 
 }  // namespace chorus::runtime

@@ -28,8 +28,12 @@ ops::UcxTransportOptions TransportOptions(const Config& config,
                                           std::shared_ptr<const Interrupt> interrupt = nullptr) {
   ops::UcxTransportOptions options;
   options.interrupt = std::move(interrupt);
-  // A collective only starts once every rank is ready, so no wait legitimately stalls for
-  // long; the stall inspector's shutdown time bounds it when set.
+  // The same no-progress bound as the MPI path (CHORUS_NO_PROGRESS_TIMEOUT_SECONDS; 0: none, a
+  // year being none in practice). A collective only starts once every rank is ready, so no
+  // wait legitimately stalls for long; the stall inspector's shutdown time bounds it when set.
+  options.no_progress_timeout = config.no_progress_timeout > absl::ZeroDuration()
+                                    ? config.no_progress_timeout
+                                    : absl::Hours(24 * 365);
   if (config.stall_shutdown_time > absl::ZeroDuration()) {
     options.no_progress_timeout = std::max(options.no_progress_timeout, config.stall_shutdown_time);
   }
@@ -130,7 +134,10 @@ absl::StatusOr<std::unique_ptr<Controller>> UcxOverMpi(const Config& config, con
 absl::StatusOr<std::unique_ptr<Controller>> CreateController(const Config& config,
                                                              const void* mpi_comm) {
   if (!config.UsesUcx()) {
-    CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<MpiController> mpi, MpiController::Create(mpi_comm));
+    MpiControllerOptions options;
+    options.no_progress_timeout = config.no_progress_timeout;
+    CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<MpiController> mpi,
+                            MpiController::Create(mpi_comm, std::move(options)));
     return std::unique_ptr<Controller>(std::move(mpi));
   }
   if (!config.rendezvous_addr.empty()) return UcxThroughRendezvous(config);

@@ -36,6 +36,23 @@ absl::StatusOr<std::vector<int64_t>> ExchangeRowCounts(ops::CollectiveBackend& b
   return recv_rows;
 }
 
+int64_t MaxBlockingCalls(const Response& response, int64_t pipeline_chunk_bytes) {
+  // Reserve's agreement, an alltoall's row counts and size check, a GPU lane's agreement and
+  // NCCL id broadcasts: at most 4 beside the tensors' own calls.
+  int64_t calls = 4;
+  const int64_t esize = std::max<int64_t>(1, static_cast<int64_t>(DataTypeSize(response.dtype)));
+  const int64_t chunk_elems = std::max<int64_t>(1, pipeline_chunk_bytes / esize);
+  for (const std::vector<int64_t>& shape : response.shapes) {
+    // One call per tensor; an allreduce's pieces: its own, plus at most one packed window it
+    // shares with its neighbours.
+    calls += 1;
+    if (response.type == OpType::kAllreduce) {
+      calls += (std::max<int64_t>(NumElements(shape), 0) + chunk_elems - 1) / chunk_elems;
+    }
+  }
+  return std::max<int64_t>(calls, 4 + static_cast<int64_t>(response.names.size()));
+}
+
 Executor::Executor(const SharedConfig& config, bool huge_pages)
     : Executor(config, Options{huge_pages, nullptr}) {}
 

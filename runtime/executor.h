@@ -46,6 +46,14 @@ struct ExecutionSpan {
 absl::StatusOr<std::vector<int64_t>> ExchangeRowCounts(ops::CollectiveBackend& backend,
                                                        const std::vector<int64_t>& send_rows);
 
+// An upper bound on the blocking backend calls a member of the response's process set makes to
+// run `response` (Execute, or the GPU data plane's launch), whose members all use
+// `pipeline_chunk_bytes`: the fusion buffer's agreement, each piece of an allreduce, one call per
+// tensor of the other types, an alltoall's exchanges, a GPU lane's creation. A rank outside the
+// set allows its next call that much longer (Note [No-progress bound] in
+// runtime/progress_watchdog.h).
+int64_t MaxBlockingCalls(const Response& response, int64_t pipeline_chunk_bytes);
+
 // Maps a fusion buffer of at least `bytes` bytes; null when out of memory.
 using FusionBufferAllocator = std::function<HugePageBuffer(int64_t bytes)>;
 

@@ -1,17 +1,22 @@
 // File: runtime/mpi/mpi_controller.cc
 #include "runtime/mpi/mpi_controller.h"
 
+#include <sysexits.h>
+
 #include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "base/logging.h"
 #include "base/status_macros.h"
 #include "ops/mpi/mpi_backend.h"
 #include "ops/mpi/mpi_datatypes.h"
 #include "ops/mpi/mpi_wait.h"
+#include "runtime/watched_backend.h"
 
 namespace chorus::runtime {
 namespace {
@@ -92,9 +97,21 @@ absl::Status ComputeTopology(MPI_Comm comm, Topology* topo) {
   return absl::OkStatus();
 }
 
+// What the watchdog does when a peer stopped answering: say why, then end every rank of the
+// job (MPI_Abort kills the whole job, not only `comm`). Runs on the loop thread or the
+// watchdog's thread (MPI_THREAD_MULTIPLE, which chorus asks for, allows the latter; Open MPI's
+// MPI_Abort talks only to its runtime, not to the communicator's transport, so it does not wait
+// for the stuck call).
+void AbortJob(MPI_Comm comm, const std::string& report) {
+  CHORUS_LOG(ERROR) << report << " (MPI_Abort, exit code " << EX_TEMPFAIL << ")";
+  MPI_Abort(comm, EX_TEMPFAIL);
+  std::_Exit(EX_TEMPFAIL);  // MPI_Abort does not return; should it, the process still ends
+}
+
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<MpiController>> MpiController::Create(const void* mpi_comm) {
+absl::StatusOr<std::unique_ptr<MpiController>> MpiController::Create(const void* mpi_comm,
+                                                                     MpiControllerOptions options) {
   int provided = MPI_THREAD_SINGLE;
   CHORUS_RETURN_IF_ERROR(EnsureMpiInitialized(&provided));
   const MPI_Comm base =
@@ -108,10 +125,24 @@ absl::StatusOr<std::unique_ptr<MpiController>> MpiController::Create(const void*
   CHORUS_RETURN_IF_ERROR(DupWithErrorsReturn(base, &controller->comm_));
   CHORUS_RETURN_IF_ERROR(DupWithErrorsReturn(base, &controller->data_comm_));
   CHORUS_RETURN_IF_ERROR(ComputeTopology(controller->comm_, &controller->topology_));
+  for (int32_t r = 0; r < controller->topology_.size; ++r) {
+    if (r != controller->topology_.rank) controller->peers_.push_back(r);
+  }
+  if (options.no_progress_timeout > absl::ZeroDuration()) {
+    ProgressWatchdog::Options watch;
+    watch.bound = options.no_progress_timeout;
+    watch.rank = controller->topology_.rank;
+    watch.terminate = options.terminate ? std::move(options.terminate)
+                                        : [comm = controller->comm_](const std::string& report) {
+                                            AbortJob(comm, report);
+                                          };
+    controller->watchdog_ = std::make_unique<ProgressWatchdog>(std::move(watch));
+  }
   return controller;
 }
 
 MpiController::~MpiController() {
+  watchdog_.reset();  // its thread stops before the communicators go
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;
@@ -132,7 +163,7 @@ absl::Status MpiController::GatherToRoot(const std::string& mine, std::vector<st
   MPI_Request request = MPI_REQUEST_NULL;
   CHORUS_MPI_RETURN_IF_ERROR(MPI_Igather(&my_size, 1, MPI_INT, root ? sizes.data() : nullptr, 1,
                                          MPI_INT, 0, comm_, &request));
-  CHORUS_RETURN_IF_ERROR(ops::WaitPolitely(&request, "MPI_Igather"));
+  CHORUS_RETURN_IF_ERROR(Await(&request, "MPI_Igather (request sizes to rank 0)"));
 
   std::vector<int> displs(sizes.size());
   int64_t total = 0;
@@ -150,7 +181,7 @@ absl::Status MpiController::GatherToRoot(const std::string& mine, std::vector<st
   CHORUS_MPI_RETURN_IF_ERROR(MPI_Igatherv(mine.data(), my_size, MPI_BYTE,
                                           root ? buffer.data() : nullptr, sizes.data(),
                                           displs.data(), MPI_BYTE, 0, comm_, &request));
-  CHORUS_RETURN_IF_ERROR(ops::WaitPolitely(&request, "MPI_Igatherv"));
+  CHORUS_RETURN_IF_ERROR(Await(&request, "MPI_Igatherv (requests to rank 0)"));
   if (root) {
     all->reserve(sizes.size());
     for (size_t r = 0; r < sizes.size(); ++r) {
@@ -164,14 +195,14 @@ absl::Status MpiController::BroadcastFromRoot(std::string* data) {
   int64_t size = static_cast<int64_t>(data->size());
   MPI_Request request = MPI_REQUEST_NULL;
   CHORUS_MPI_RETURN_IF_ERROR(MPI_Ibcast(&size, 1, MPI_INT64_T, 0, comm_, &request));
-  CHORUS_RETURN_IF_ERROR(ops::WaitPolitely(&request, "MPI_Ibcast"));
+  CHORUS_RETURN_IF_ERROR(Await(&request, "MPI_Ibcast (size of rank 0's responses)"));
   if (topology_.rank != 0) data->resize(static_cast<size_t>(size));
   // Every rank knows `size`, so all split the payload into the same int-sized pieces.
   int64_t done = 0;
   while (done < size) {
     const int n = static_cast<int>(std::min<int64_t>(size - done, INT_MAX));
     CHORUS_MPI_RETURN_IF_ERROR(MPI_Ibcast(data->data() + done, n, MPI_BYTE, 0, comm_, &request));
-    CHORUS_RETURN_IF_ERROR(ops::WaitPolitely(&request, "MPI_Ibcast"));
+    CHORUS_RETURN_IF_ERROR(Await(&request, "MPI_Ibcast (rank 0's responses)"));
     done += n;
   }
   return absl::OkStatus();
@@ -185,11 +216,22 @@ absl::Status MpiController::AllreduceBitAnd(absl::Span<uint64_t> bits) {
   CHORUS_MPI_RETURN_IF_ERROR(MPI_Iallreduce(MPI_IN_PLACE, bits.data(),
                                             static_cast<int>(bits.size()), MPI_UINT64_T, MPI_BAND,
                                             comm_, &request));
-  CHORUS_RETURN_IF_ERROR(ops::WaitPolitely(&request, "MPI_Iallreduce"));
+  CHORUS_RETURN_IF_ERROR(Await(&request, "MPI_Iallreduce (the cycle's bit vector)"));
   return absl::OkStatus();
 }
 
+absl::Status MpiController::Await(MPI_Request* request, const char* call) {
+  if (watchdog_ == nullptr) return ops::WaitPolitely(request, call);
+  ops::PoliteWait how;
+  how.deadline = watchdog_->WaitDeadline();
+  const absl::Status status = ops::WaitPolitely(request, call, how);
+  if (absl::IsDeadlineExceeded(status)) return watchdog_->GiveUp(call, peers_);
+  if (status.ok()) watchdog_->Progressed();
+  return status;
+}
+
 absl::Status MpiController::Barrier() {
+  ProgressWatchdog::BlockingCall watch(watchdog_.get(), "MPI_Barrier (control plane)", peers_);
   CHORUS_MPI_RETURN_IF_ERROR(MPI_Barrier(comm_));
   return absl::OkStatus();
 }
@@ -210,10 +252,19 @@ absl::StatusOr<std::unique_ptr<ops::CollectiveBackend>> MpiController::CreateBac
   }
   // Key = world rank: since `ranks` is ascending, the set rank is the index in `ranks`.
   MPI_Comm comm = MPI_COMM_NULL;
-  CHORUS_MPI_RETURN_IF_ERROR(
-      MPI_Comm_split(data_comm_, member ? 0 : MPI_UNDEFINED, topology_.rank, &comm));
+  {
+    ProgressWatchdog::BlockingCall watch(watchdog_.get(),
+                                         "MPI_Comm_split (a process set's communicator)", peers_);
+    CHORUS_MPI_RETURN_IF_ERROR(
+        MPI_Comm_split(data_comm_, member ? 0 : MPI_UNDEFINED, topology_.rank, &comm));
+  }
   if (!member || comm == MPI_COMM_NULL) return std::unique_ptr<ops::CollectiveBackend>();
-  return std::unique_ptr<ops::CollectiveBackend>(new ops::MpiBackend(comm, /*owned=*/true));
+  std::unique_ptr<ops::CollectiveBackend> backend(new ops::MpiBackend(comm, /*owned=*/true));
+  if (watchdog_ == nullptr) return backend;
+  // The data plane's collectives block: the watchdog's thread bounds them.
+  return std::unique_ptr<ops::CollectiveBackend>(
+      new WatchedBackend(std::move(backend), watchdog_.get(),
+                         std::vector<int32_t>(ranks.begin(), ranks.end()), topology_.rank));
 }
 
 }  // namespace chorus::runtime

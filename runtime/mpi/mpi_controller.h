@@ -6,6 +6,14 @@
 // (GatherToRoot, BroadcastFromRoot, AllreduceBitAnd) are non-blocking collectives completed by
 // ops::WaitPolitely: a rank whose peers are late sleeps instead of spinning (ops/mpi/mpi_wait.h).
 //
+// No MPI transport notices a peer lost without closing its connections (a host down, a cut link,
+// a stopped process): with a no-progress bound (Options), the controller owns a
+// ProgressWatchdog (runtime/progress_watchdog.h, Note [No-progress bound]) that the loop arms
+// after its handshake. The negotiation waits then have deadlines; the data planes' blocking
+// collectives and MPI_Comm_split are watched by the watchdog's thread. A rank that sees no
+// progress for the bound logs why and calls MPI_Abort (exit code EX_TEMPFAIL, 75), which ends
+// the whole job.
+//
 // MPI lifecycle: Create() calls MPI_Init_thread(MPI_THREAD_MULTIPLE) unless MPI is already
 // initialised (then it uses it, whatever thread level it has). chorus never calls MPI_Finalize
 // at shutdown (so that Init may run again in the same process); when chorus initialised MPI
@@ -14,19 +22,35 @@
 #ifndef CHORUS_RUNTIME_MPI_MPI_CONTROLLER_H_
 #define CHORUS_RUNTIME_MPI_MPI_CONTROLLER_H_
 
+#include <cstdint>
+#include <functional>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include <mpi.h>
 
 #include "runtime/controller.h"
+#include "runtime/progress_watchdog.h"
 
 namespace chorus::runtime {
+
+struct MpiControllerOptions {
+  // Config::no_progress_timeout (CHORUS_NO_PROGRESS_TIMEOUT_SECONDS); zero: no bound, no
+  // watchdog.
+  absl::Duration no_progress_timeout = absl::ZeroDuration();
+  // Reports and ends the job when the bound is exceeded; default: log the report and MPI_Abort
+  // (tests replace it).
+  std::function<void(const std::string& report)> terminate;
+};
 
 class MpiController : public Controller {
  public:
   // `mpi_comm`: an MPI_Comm* to run on (duplicated), or null for MPI_COMM_WORLD.
-  static absl::StatusOr<std::unique_ptr<MpiController>> Create(const void* mpi_comm);
+  static absl::StatusOr<std::unique_ptr<MpiController>> Create(const void* mpi_comm,
+                                                               MpiControllerOptions options = {});
   ~MpiController() override;  // frees the duplicated communicators
 
   // Whether MPI provides MPI_THREAD_MULTIPLE.
@@ -40,13 +64,21 @@ class MpiController : public Controller {
   absl::Status Barrier() override;
   absl::StatusOr<std::unique_ptr<ops::CollectiveBackend>> CreateBackend(
       absl::Span<const int32_t> ranks) override;
+  ProgressWatchdog* progress_watchdog() override { return watchdog_.get(); }
 
  private:
   MpiController() = default;
+  // Completes a negotiation call's request within the watchdog's deadline (when armed); past
+  // it, the watchdog reports `call` and ends the job.
+  absl::Status Await(MPI_Request* request, const char* call);
+
   MPI_Comm comm_ = MPI_COMM_NULL;       // control plane (owned duplicate)
   MPI_Comm data_comm_ = MPI_COMM_NULL;  // parent of every data-plane communicator (owned)
   Topology topology_;
   bool threads_multiple_ = false;
+  std::vector<int32_t> peers_;  // every rank but this one: what the control plane waits on
+  // Declared last: destroyed (its thread stopped) first.
+  std::unique_ptr<ProgressWatchdog> watchdog_;  // null without a no-progress bound
 };
 
 }  // namespace chorus::runtime

@@ -219,6 +219,7 @@ TEST_CASE("Describe lists the defaults in a stable order", "[config]") {
       "CHORUS_STALL_SHUTDOWN_TIME_SECONDS=0",
       "CHORUS_STALL_CHECK_DISABLE=false",
       "CHORUS_IDLE_CYCLE_MS=20",
+      "CHORUS_NO_PROGRESS_TIMEOUT_SECONDS=30",
       "CHORUS_LOG_LEVEL=warning",
       "CHORUS_PRINT_CONFIG=false",
       "CHORUS_TIMELINE=",

@@ -1,0 +1,58 @@
+// File: runtime/watched_backend.h
+//
+// A CollectiveBackend whose every call is bracketed as a ProgressWatchdog::BlockingCall
+// (runtime/progress_watchdog.h): the data plane of a transport whose collectives block and
+// cannot give up by themselves (MPI). While the watchdog is not armed the calls just pass through.
+//
+// Thread-safety: as the wrapped backend (the loop thread only).
+#ifndef CHORUS_RUNTIME_WATCHED_BACKEND_H_
+#define CHORUS_RUNTIME_WATCHED_BACKEND_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ops/collective_backend.h"
+#include "runtime/progress_watchdog.h"
+
+namespace chorus::runtime {
+
+class WatchedBackend : public ops::CollectiveBackend {
+ public:
+  // `watchdog` is borrowed and outlives this backend. `world_ranks`: the set's members as
+  // world ranks (ascending, this rank included), named in reports as the ranks a call waits on.
+  WatchedBackend(std::unique_ptr<ops::CollectiveBackend> inner, ProgressWatchdog* watchdog,
+                 const std::vector<int32_t>& world_ranks, int32_t world_rank);
+
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  std::string name() const override { return inner_->name(); }
+  absl::Status Allreduce(const void* send, void* recv, int64_t count, DataType dtype,
+                         ReduceOp op) override;
+  absl::Status Allgatherv(const void* send, void* recv,
+                          absl::Span<const int64_t> recv_bytes) override;
+  absl::Status Broadcast(void* buffer, int64_t bytes, int root) override;
+  absl::Status Alltoallv(const void* send, absl::Span<const int64_t> send_bytes,
+                         absl::Span<const int64_t> send_offsets, void* recv,
+                         absl::Span<const int64_t> recv_bytes,
+                         absl::Span<const int64_t> recv_offsets) override;
+  absl::Status ReduceScatter(const void* send, void* recv, absl::Span<const int64_t> recv_counts,
+                             DataType dtype, ReduceOp op) override;
+  absl::Status Barrier() override;
+
+ private:
+  enum Call { kAllreduce, kAllgatherv, kBroadcast, kAlltoallv, kReduceScatter, kBarrier, kCalls };
+  ProgressWatchdog::BlockingCall Watch(Call call) {
+    return ProgressWatchdog::BlockingCall(watchdog_, call_names_[call].c_str(), peers_);
+  }
+
+  std::unique_ptr<ops::CollectiveBackend> inner_;
+  ProgressWatchdog* watchdog_;
+  std::vector<int32_t> peers_;      // the set's members but this rank (world ranks)
+  std::string call_names_[kCalls];  // "MPI Allreduce", ... (stable for BlockingCall)
+};
+
+}  // namespace chorus::runtime
+
+#endif  // CHORUS_RUNTIME_WATCHED_BACKEND_H_
