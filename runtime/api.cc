@@ -87,9 +87,20 @@ struct World {
   std::unique_ptr<runtime::Controller> controller;
 };
 
+// The configuration of this worker's next world: the launch configuration, with the place an
+// elastic worker adopted last (the membership watcher owns it) applied over it.
+absl::StatusOr<runtime::Config> WorldConfig() {
+  CHORUS_ASSIGN_OR_RETURN(runtime::Config config, runtime::Config::FromEnvironment());
+  const runtime::MembershipWatcher* watcher = runtime::MembershipWatcher::Current();
+  if (watcher != nullptr && watcher->elastic()) {
+    CHORUS_RETURN_IF_ERROR(config.Adopt(watcher->adopted_variables()));
+  }
+  return config;
+}
+
 // Reads the configuration and forms the world it describes (collective over that world).
 absl::StatusOr<World> FormWorld(const void* mpi_comm) {
-  absl::StatusOr<runtime::Config> config = runtime::Config::FromEnvironment();
+  absl::StatusOr<runtime::Config> config = WorldConfig();
   if (config.ok()) log::SetLevel(ParseLevel(config->log_level));
   // A bad variable still joins the world (with the default controller) to fail everywhere.
   CHORUS_ASSIGN_OR_RETURN(
@@ -99,7 +110,11 @@ absl::StatusOr<World> FormWorld(const void* mpi_comm) {
   log::SetRankTag(topology.rank, topology.local_rank);
   if (const runtime::MembershipWatcher* watcher = runtime::MembershipWatcher::Current();
       watcher != nullptr && config.ok()) {
-    config->timeline = runtime::PerGenerationPath(config->timeline, watcher->adopted());
+    // A joining worker adopted its place while the world formed.
+    if (watcher->elastic()) config = WorldConfig();
+    if (config.ok()) {
+      config->timeline = runtime::PerGenerationPath(config->timeline, watcher->adopted());
+    }
   }
   // A bad variable on one rank must fail on every rank, not leave the others waiting.
   std::vector<uint64_t> config_ok = {config.ok() ? ~uint64_t{0} : 0};

@@ -481,6 +481,18 @@ absl::Status CheckNoProgressTimeout(const Config& c) {
 
 }  // namespace
 
+absl::Status Config::Adopt(const std::map<std::string, std::string>& place) {
+  for (const Variable& var : kVariables) {
+    auto it = place.find(var.name);
+    if (it == place.end()) continue;
+    if (!var.parse(absl::StripAsciiWhitespace(it->second), this)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(var.name, "=\"", it->second, "\" (from chorusrun): ", var.expected));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Config> Config::FromEnvironment(const Lookup& lookup) {
   const Lookup get = lookup ? lookup : Lookup([](const char* name) { return ::getenv(name); });
   Config config;

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -133,6 +134,12 @@ struct Config {
   bool UsesUcx() const {
     return controller == "ucx" || (controller == "auto" && !rendezvous_addr.empty());
   }
+
+  // An elastic worker's place in a new generation, as chorusrun published it and the membership
+  // watcher adopted it (CHORUS_RANK, ..., CHORUS_RENDEZVOUS_SCOPE, CHORUS_ELASTIC_GENERATION):
+  // each variable of `place` replaces this config's value, parsed as FromEnvironment parses it.
+  // The process environment is not read. InvalidArgument naming a malformed variable.
+  absl::Status Adopt(const std::map<std::string, std::string>& place);
 
   // Reads the variables through `lookup` (returns null when a variable is unset); the default
   // lookup is the process environment.

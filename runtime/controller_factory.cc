@@ -102,10 +102,10 @@ absl::StatusOr<std::unique_ptr<Controller>> UcxThroughRendezvous(const Config& c
   Config c = config;
   if (watcher != nullptr && watcher->elastic() && c.elastic_generation < 0) {
     // A worker joining a running job: its place comes with the generation that adds it.
-    CHORUS_RETURN_IF_ERROR(
-        watcher->Adopt(c.elastic_generation, c.elastic_timeout + MembershipWatcher::kAdoptMargin)
-            .status());
-    CHORUS_ASSIGN_OR_RETURN(c, Config::FromEnvironment());
+    CHORUS_ASSIGN_OR_RETURN(
+        const auto place,
+        watcher->Adopt(c.elastic_generation, c.elastic_timeout + MembershipWatcher::kAdoptMargin));
+    CHORUS_RETURN_IF_ERROR(c.Adopt(place));
   }
   while (true) {
     absl::StatusOr<std::unique_ptr<Controller>> controller = FormUcxWorld(c, watcher);
@@ -114,8 +114,8 @@ absl::StatusOr<std::unique_ptr<Controller>> UcxThroughRendezvous(const Config& c
     // refused the stale generation, or the world was interrupted) joins the newer one.
     const bool stale = controller.status().code() == absl::StatusCode::kFailedPrecondition;
     if (!stale && watcher->latest() <= c.elastic_generation) return controller;
-    CHORUS_RETURN_IF_ERROR(watcher->Adopt(c.elastic_generation, kAdoptWait).status());
-    CHORUS_ASSIGN_OR_RETURN(c, Config::FromEnvironment());
+    CHORUS_ASSIGN_OR_RETURN(const auto place, watcher->Adopt(c.elastic_generation, kAdoptWait));
+    CHORUS_RETURN_IF_ERROR(c.Adopt(place));
   }
 }
 

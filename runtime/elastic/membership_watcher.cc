@@ -1,7 +1,5 @@
 #include "runtime/elastic/membership_watcher.h"
 
-#include <stdlib.h>
-
 #include <algorithm>
 #include <utility>
 
@@ -202,9 +200,6 @@ absl::StatusOr<std::map<std::string, std::string>> MembershipWatcher::Adopt(
     if (g.hold()) continue;  // too few workers: the world forms in a later generation
     adopted_variables_ =
         std::map<std::string, std::string>(place->env().begin(), place->env().end());
-    for (const auto& [name, value] : adopted_variables_) {
-      setenv(name.c_str(), value.c_str(), /*overwrite=*/1);
-    }
     return adopted_variables_;
   }
 }

@@ -15,9 +15,12 @@
 // - not aborted (hosts added, or removed from discovery): a host update is recorded, which the
 //   training loop takes at its next commit (TakeHostUpdates, chorus.elastic check_host_updates)
 //   and acts on at the same commit on every rank.
-// After a reset, Adopt() sets this worker's variables from the newest generation (CHORUS_RANK,
-// CHORUS_SIZE, ..., the HOROVOD_* copies, CHORUS_RENDEZVOUS_SCOPE, CHORUS_ELASTIC_GENERATION), so
-// that the next Init forms that generation's world.
+// After a reset, Adopt() takes this worker's place in the newest generation: its variables as
+// chorusrun published them (CHORUS_RANK, CHORUS_SIZE, ..., the HOROVOD_* copies,
+// CHORUS_RENDEZVOUS_SCOPE, CHORUS_ELASTIC_GENERATION). The watcher is the one owner of a
+// worker's generation: forming a world applies the adopted place over the launch configuration
+// (Config::Adopt); the process environment is never written (the Python package copies the
+// variables into os.environ for user code).
 //
 // Thread-safety: thread-safe.
 #ifndef CHORUS_RUNTIME_ELASTIC_MEMBERSHIP_WATCHER_H_
@@ -104,9 +107,9 @@ class MembershipWatcher {
   std::vector<HostUpdate> TakeHostUpdates();
 
   // Waits up to `timeout` for a generation above `after` that places this worker and forms a
-  // world, then adopts it: sets this worker's variables of it in the process environment and
-  // returns them (name -> value). On the way, a generation on hold (Generation.hold: too few
-  // workers) is waited past, and so is one without this worker while it joins (it has never had
+  // world, then adopts it: returns this worker's variables of it (name -> value), which
+  // adopted_variables() holds from then on. On the way, a generation on hold (Generation.hold: too
+  // few workers) is waited past, and so is one without this worker while it joins (it has never had
   // a place). NotFound when a generation has no place for this worker after it had one
   // (chorusrun released it: it should exit quietly), DeadlineExceeded when none comes in time
   // (naming the last link error, if any).

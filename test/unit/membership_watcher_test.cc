@@ -115,7 +115,7 @@ TEST_CASE("membership watcher: a graceful change is a host update, taken once",
   CHECK_FALSE(world0->raised());
 }
 
-TEST_CASE("membership watcher: Adopt sets this worker's variables, or says it was released",
+TEST_CASE("membership watcher: Adopt takes this worker's variables, or says it was released",
           "[elastic][watcher]") {
   Job job;
   job.Publish(0, false, "w3", 1);
@@ -128,7 +128,7 @@ TEST_CASE("membership watcher: Adopt sets this worker's variables, or says it wa
   REQUIRE(vars.ok());
   CHECK(watcher->adopted() == 4);
   CHECK(vars->at("CHORUS_TEST_WATCHER_RANK") == "0");
-  CHECK(std::string(getenv("CHORUS_TEST_WATCHER_GENERATION")) == "4");
+  CHECK(getenv("CHORUS_TEST_WATCHER_GENERATION") == nullptr);  // the environment is not written
   CHECK(watcher->adopted_variables() == *vars);
   job.Publish(5, false, "someone-else", 0);
   const absl::Status released = watcher->Adopt(4, kLongWait).status();

@@ -147,9 +147,10 @@ CHORUS_EXPORT int chorus_elastic_worker(void);
  * their kinds (1 hosts removed, 2 hosts added). Not an elastic worker: 0 and nothing. */
 CHORUS_EXPORT int chorus_elastic_take_host_updates(int64_t* timestamp_us, int32_t* result);
 /* After a reset (chorus suspended or shut down): waits up to timeout_ms for a generation newer
- * than the one this worker is in and adopts it: sets this worker's variables for it
- * (CHORUS_RANK, ..., CHORUS_RENDEZVOUS_SCOPE, CHORUS_ELASTIC_GENERATION) in the process
- * environment, so that the next chorus_reform (or chorus_init) forms that world. *generation:
+ * than the one this worker is in and adopts it: this worker's place in it (CHORUS_RANK, ...,
+ * CHORUS_RENDEZVOUS_SCOPE, CHORUS_ELASTIC_GENERATION), which the next chorus_reform (or
+ * chorus_init) forms; the process environment is not written (chorus_elastic_adopted_env lists
+ * the variables for a binding's own view of it). *generation:
  * the adopted one. A generation on hold (too few workers for --min-np) is waited past. NOT_FOUND:
  * chorusrun released this worker (it should exit with status 0); DEADLINE_EXCEEDED;
  * FAILED_PRECONDITION when this is not an elastic worker. (Forming a world adopts by itself when
