@@ -1,8 +1,8 @@
 // File: base/logging.h
 //
-// Minimal leveled logging to stderr. Every line carries "[chorus rank/local_rank LEVEL]";
-// WARNING and above add file:line. The level comes from Config (CHORUS_LOG_LEVEL) through
-// SetLogLevel; a disabled level costs one branch.
+// Minimal leveled logging to stderr. Every line carries "[chorus rank/local_rank LEVEL]"
+// (after the local time when SetShowTime(true)); WARNING and above add file:line. The level comes
+// from Config (CHORUS_LOG_LEVEL) through SetLogLevel; a disabled level costs one branch.
 //
 //   CHORUS_LOG(INFO) << "fusion threshold " << bytes;
 //
@@ -21,6 +21,9 @@ void SetLevel(Level level);
 Level GetLevel();
 // Sets the "rank/local_rank" tag of every later line of this process.
 void SetRankTag(int rank, int local_rank);
+// Whether later lines start with the local time ("2026-12-04 14:30:01.123 [chorus ...]");
+// Config's log_hide_time (CHORUS_LOG_HIDE_TIME). Default: no time.
+void SetShowTime(bool show);
 bool Enabled(Level level);
 
 // Builds one line and writes it on destruction.

@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
@@ -133,8 +134,12 @@ class Definitions {
     Optional("--binding-args", &o->binding_args,
              "Process binding arguments (default: -bind-to none -map-by slot).");
     Optional("--num-nccl-streams", &o->num_nccl_streams, "Number of NCCL streams.");
-    Optional("--thread-affinity", &o->thread_affinity, "Background thread affinity.");
-    Optional("--gloo-timeout-seconds", &o->gloo_timeout_seconds, "Gloo timeout in seconds.");
+    Optional("--thread-affinity", &o->thread_affinity,
+             "Background thread affinity: the core of each local rank's background thread, a "
+             "comma-separated list of core ids, one per local rank.");
+    Optional("--gloo-timeout-seconds", &o->gloo_timeout_seconds,
+             "Seconds a collective may go without progress before its job ends "
+             "(CHORUS_NO_PROGRESS_TIMEOUT_SECONDS; both modes; 0: no bound).");
 
     Optional("--log-level", &o->log_level,
              "TRACE, DEBUG, INFO, WARNING, ERROR or FATAL (default: WARNING).");
@@ -306,6 +311,31 @@ absl::Status ValidateElastic(const LaunchOptions& o) {
   return absl::OkStatus();
 }
 
+// horovodrun's flags chorus cannot honour: refused with the reason (launcher/README.md lists
+// them), never accepted and ignored. A flag that only restates the default is accepted.
+absl::Status RefuseUnsupported(const LaunchOptions& o) {
+  if (o.mpi_threads_disable.value_or(false)) {
+    return absl::InvalidArgumentError(
+        "--mpi-threads-disable is not supported: chorus calls MPI from its background thread "
+        "and its progress watchdog, not only from the thread that initialised MPI, so it needs "
+        "MPI_THREAD_MULTIPLE");
+  }
+  if (o.hierarchical_allreduce.value_or(false) || o.hierarchical_allgather.value_or(false)) {
+    return absl::InvalidArgumentError(
+        "--hierarchical-allreduce and --hierarchical-allgather are not supported yet: chorus "
+        "runs every allreduce and allgather flat (one collective over all ranks)");
+  }
+  if (o.autotune.value_or(false) || o.autotune_log_file || o.autotune_warmup_samples ||
+      o.autotune_steps_per_sample || o.autotune_bayes_opt_max_samples ||
+      o.autotune_gaussian_process_noise) {
+    return absl::InvalidArgumentError(
+        "--autotune and its --autotune-* options are not supported yet: set the fusion "
+        "threshold, cycle time and pipeline chunk size by hand (--fusion-threshold-mb, "
+        "--cycle-time-ms, CHORUS_PIPELINE_CHUNK_BYTES)");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Validate(const LaunchOptions& o) {
   constexpr int64_t kMaxFusionMb = INT64_MAX >> 20;
   constexpr int kMaxCacheCapacity = 1 << 20;
@@ -367,11 +397,21 @@ absl::Status Validate(const LaunchOptions& o) {
            NonNegative(o.stall_check_warning_time_seconds, "--stall-check-warning-time-seconds"),
            NonNegative(o.stall_check_shutdown_time_seconds, "--stall-check-shutdown-time-seconds"),
            NonNegative(o.num_nccl_streams, "--num-nccl-streams"),
-           NonNegative(o.thread_affinity, "--thread-affinity"),
            NonNegative(o.gloo_timeout_seconds, "--gloo-timeout-seconds"),
        }) {
     if (!s.ok()) return s;
   }
+  if (o.thread_affinity) {
+    for (absl::string_view core : absl::StrSplit(*o.thread_affinity, ',')) {
+      int value = 0;
+      if (!absl::SimpleAtoi(core, &value) || value < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--thread-affinity=", *o.thread_affinity,
+                         " is not a comma-separated list of core ids (integers >= 0)"));
+      }
+    }
+  }
+  if (absl::Status s = RefuseUnsupported(o); !s.ok()) return s;
   if (absl::Status s = ValidateElastic(o); !s.ok()) return s;
   if (o.command.empty()) {
     return absl::InvalidArgumentError(

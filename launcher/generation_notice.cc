@@ -5,18 +5,21 @@
 
 #include "absl/strings/str_cat.h"
 
+#include "base/config_names.h"
+
 namespace chorus::launcher {
 
 std::vector<EnvVar> GenerationVariables(const RankPlacement& p, int generation) {
   RendezvousInfo rendezvous;
   rendezvous.scope = absl::StrCat("world/", generation);
-  static const std::set<std::string> kFixed = {"CHORUS_RENDEZVOUS_ADDR", kRendezvousSecretVar,
-                                               "CHORUS_START_TIMEOUT_SECONDS"};
+  static const std::set<std::string> kFixed = {config_names::kRendezvousAddr,
+                                               config_names::kRendezvousSecret,
+                                               config_names::kStartTimeoutSeconds};
   std::vector<EnvVar> vars;
   for (EnvVar& v : RankEnvironment(p, rendezvous)) {
     if (kFixed.count(v.first) == 0) vars.push_back(std::move(v));
   }
-  vars.emplace_back(kGenerationVar, absl::StrCat(generation));
+  vars.emplace_back(config_names::kElasticGeneration, absl::StrCat(generation));
   return vars;
 }
 

@@ -20,15 +20,13 @@
 
 #include "absl/time/time.h"
 
+#include "base/config_names.h"
 #include "elastic/next_generation.h"
 #include "launcher/rank_env.h"
 #include "launcher/rank_layout.h"
 #include "proto/rendezvous.pb.h"
 
 namespace chorus::launcher {
-
-inline constexpr char kWorkerIdVar[] = "CHORUS_ELASTIC_WORKER_ID";
-inline constexpr char kGenerationVar[] = "CHORUS_ELASTIC_GENERATION";
 
 // The variables that change from generation to generation for the worker at `p`:
 // RankEnvironment(p, rendezvous with scope "world/<generation>") without the

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
+#include "base/config_names.h"
 #include "launcher/args.h"
 #include "launcher/rank_env.h"
 #include "launcher/rank_layout.h"
@@ -33,9 +34,15 @@ bool IsForwarded(absl::string_view name) {
     if (absl::StartsWith(name, prefix)) return false;
   }
   // The rest of IsForwarded's list (launcher/mpirun_command.h).
-  static const absl::string_view kNotForwarded[] = {
-      kRendezvousSecretVar, "HOSTNAME",       "PWD",    "_", "SSH_AUTH_SOCK", "SSH_AGENT_PID",
-      "SSH_CLIENT",         "SSH_CONNECTION", "SSH_TTY"};
+  static const absl::string_view kNotForwarded[] = {config_names::kRendezvousSecret,
+                                                    "HOSTNAME",
+                                                    "PWD",
+                                                    "_",
+                                                    "SSH_AUTH_SOCK",
+                                                    "SSH_AGENT_PID",
+                                                    "SSH_CLIENT",
+                                                    "SSH_CONNECTION",
+                                                    "SSH_TTY"};
   return !name.empty() && !absl::c_linear_search(kNotForwarded, name);
 }
 

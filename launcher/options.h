@@ -62,7 +62,8 @@ struct LaunchOptions {
   // Library options.
   std::optional<bool> mpi_threads_disable;
   std::optional<int> num_nccl_streams;
-  std::optional<int> thread_affinity;
+  // --thread-affinity: a core id, or a comma-separated list of them (one per local rank).
+  std::optional<std::string> thread_affinity;
   std::optional<int> gloo_timeout_seconds;
 
   // Logging: trace, debug, info, warning, error, fatal (lower case).

@@ -3,6 +3,8 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 
+#include "base/config_names.h"
+
 namespace chorus::launcher {
 
 std::vector<EnvVar> RankEnvironment(const RankPlacement& p, const RendezvousInfo& rendezvous) {
@@ -21,20 +23,20 @@ std::vector<EnvVar> RankEnvironment(const RankPlacement& p, const RendezvousInfo
     }
     vars.emplace_back(absl::StrCat(prefix, "HOSTNAME"), p.host);
   }
-  vars.emplace_back("CHORUS_RENDEZVOUS_ADDR", rendezvous.address);
-  vars.emplace_back(kRendezvousSecretVar, rendezvous.secret);
-  vars.emplace_back("CHORUS_RENDEZVOUS_SCOPE", rendezvous.scope);
-  vars.emplace_back("CHORUS_START_TIMEOUT_SECONDS", absl::StrCat(rendezvous.start_timeout_s));
+  vars.emplace_back(config_names::kRendezvousAddr, rendezvous.address);
+  vars.emplace_back(config_names::kRendezvousSecret, rendezvous.secret);
+  vars.emplace_back(config_names::kRendezvousScope, rendezvous.scope);
+  vars.emplace_back(config_names::kStartTimeoutSeconds, absl::StrCat(rendezvous.start_timeout_s));
   return vars;
 }
 
 std::vector<EnvVar> JoiningEnvironment(const std::string& host, const RendezvousInfo& rendezvous) {
-  return {{"CHORUS_HOSTNAME", host},
+  return {{config_names::kHostname, host},
           {"HOROVOD_HOSTNAME", host},
-          {"CHORUS_RENDEZVOUS_ADDR", rendezvous.address},
-          {kRendezvousSecretVar, rendezvous.secret},
-          {"CHORUS_START_TIMEOUT_SECONDS", absl::StrCat(rendezvous.start_timeout_s)},
-          {"CHORUS_ELASTIC_GENERATION", "-1"}};
+          {config_names::kRendezvousAddr, rendezvous.address},
+          {config_names::kRendezvousSecret, rendezvous.secret},
+          {config_names::kStartTimeoutSeconds, absl::StrCat(rendezvous.start_timeout_s)},
+          {config_names::kElasticGeneration, "-1"}};
 }
 
 Environment MergeEnvironment(const Environment& launcher_env,

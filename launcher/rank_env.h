@@ -26,13 +26,13 @@
 
 #include "absl/strings/string_view.h"
 
+#include "base/config_names.h"
 #include "launcher/mpirun_command.h"
 #include "launcher/rank_layout.h"
 #include "launcher/worker_env.h"
 
 namespace chorus::launcher {
 
-inline constexpr char kRendezvousSecretVar[] = "CHORUS_RENDEZVOUS_SECRET";
 inline constexpr char kFirstWorldScope[] = "world/0";
 
 struct RendezvousInfo {
@@ -60,8 +60,8 @@ Environment MergeEnvironment(const Environment& launcher_env,
 
 // What travels to a worker started over ssh, sorted by name: the entries of `env` for which
 // IsForwarded holds (launcher/mpirun_command.h: what mpirun's -x sends in MPI mode; never
-// kRendezvousSecretVar, which the caller adds itself) and whose name a POSIX shell can export
-// (letters, digits and '_', not starting with a digit): the remote shell exports them
+// config_names::kRendezvousSecret, which the caller adds itself) and whose name a POSIX shell can
+// export (letters, digits and '_', not starting with a digit): the remote shell exports them
 // (launcher/ssh_command.h), and handing the others to `env` would put their values on a
 // command line.
 std::vector<EnvVar> RemoteEnvironment(const Environment& env);

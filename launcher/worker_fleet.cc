@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 
+#include "base/config_names.h"
 #include "launcher/generation_notice.h"
 #include "launcher/rank_layout.h"
 #include "launcher/ssh_command.h"
@@ -30,10 +31,10 @@ Environment WorkerFleet::EnvironmentFor(const elastic::Worker& w, int generation
   } else {
     vars = JoiningEnvironment(w.host, rendezvous);
   }
-  vars.emplace_back(kWorkerIdVar, w.id);
+  vars.emplace_back(config_names::kElasticWorkerId, w.id);
   if (options_.elastic) {
-    vars.emplace_back("CHORUS_ELASTIC", "1");
-    vars.emplace_back("CHORUS_ELASTIC_TIMEOUT",
+    vars.emplace_back(config_names::kElastic, "1");
+    vars.emplace_back(config_names::kElasticTimeout,
                       absl::StrCat(absl::ToInt64Seconds(options_.elastic_timeout)));
   }
   return MergeEnvironment(options_.start.launcher_env, options_.worker_vars, vars);

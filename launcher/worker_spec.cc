@@ -1,5 +1,6 @@
 #include "launcher/worker_spec.h"
 
+#include "base/config_names.h"
 #include "launcher/rank_env.h"
 
 namespace chorus::launcher {
@@ -18,7 +19,7 @@ WorkerSpec MakeWorkerSpec(const WorkerStart& start, const std::string& host, boo
                             RemoteWorkerScript(start.cwd, start.command, start.grace_seconds));
   spec.environment = start.launcher_env;
   std::vector<EnvVar> vars = RemoteEnvironment(env);
-  vars.emplace_back(kRendezvousSecretVar, start.secret);
+  vars.emplace_back(config_names::kRendezvousSecret, start.secret);
   spec.stdin_text = RemoteEnvironmentLine(vars);
   return spec;
 }

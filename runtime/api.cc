@@ -3,10 +3,13 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 #include "base/logging.h"
 #include "base/mutex.h"
@@ -87,6 +90,18 @@ struct World {
   std::unique_ptr<runtime::Controller> controller;
 };
 
+// Says once per process, on rank 0, which CHORUS_*/HOROVOD_* variables have no effect.
+void WarnOfUnreadVariables(int rank) {
+  static std::once_flag once;
+  if (rank != 0) return;
+  std::call_once(once, [] {
+    const std::vector<std::string> unread = runtime::Config::UnreadVariables();
+    if (unread.empty()) return;
+    CHORUS_LOG(WARNING) << "chorus does not support, and ignores: " << absl::StrJoin(unread, ", ")
+                        << " (the variables chorus reads: README.md, Configuration)";
+  });
+}
+
 // The configuration of this worker's next world: the launch configuration, with the place an
 // elastic worker adopted last (the membership watcher owns it) applied over it.
 absl::StatusOr<runtime::Config> WorldConfig() {
@@ -101,13 +116,17 @@ absl::StatusOr<runtime::Config> WorldConfig() {
 // Reads the configuration and forms the world it describes (collective over that world).
 absl::StatusOr<World> FormWorld(const void* mpi_comm) {
   absl::StatusOr<runtime::Config> config = WorldConfig();
-  if (config.ok()) log::SetLevel(ParseLevel(config->log_level));
+  if (config.ok()) {
+    log::SetLevel(ParseLevel(config->log_level));
+    log::SetShowTime(!config->log_hide_time);
+  }
   // A bad variable still joins the world (with the default controller) to fail everywhere.
   CHORUS_ASSIGN_OR_RETURN(
       std::unique_ptr<runtime::Controller> controller,
       runtime::CreateController(config.ok() ? *config : runtime::Config{}, mpi_comm));
   const Topology topology = controller->topology();
   log::SetRankTag(topology.rank, topology.local_rank);
+  WarnOfUnreadVariables(topology.rank);
   if (const runtime::MembershipWatcher* watcher = runtime::MembershipWatcher::Current();
       watcher != nullptr && config.ok()) {
     // A joining worker adopted its place while the world formed.

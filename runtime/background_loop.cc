@@ -1,6 +1,9 @@
 #include "runtime/background_loop.h"
 
+#include <pthread.h>
+
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -13,6 +16,7 @@
 #include "base/timer_slack.h"
 #include "runtime/fusion_planner.h"
 #include "runtime/process_set_ranks.h"
+#include "runtime/thread_affinity.h"
 #include "runtime/wire_codec.h"
 
 namespace chorus::runtime {
@@ -46,6 +50,9 @@ absl::Status BackgroundLoop::Start(std::vector<std::vector<int32_t>> process_set
 }
 
 void BackgroundLoop::ThreadMain(std::vector<std::vector<int32_t>> process_sets) {
+  // Named for tools (top -H, /proc/<pid>/task/*/comm) and the affinity test.
+  ::pthread_setname_np(::pthread_self(), "chorus-loop");
+  PinAsConfigured();
   // The loop sleeps in short waits (burst gathering, cycle windows, waits for late peers).
   UsePreciseSleeps();
   absl::Status status = Handshake(process_sets);
@@ -84,6 +91,15 @@ void BackgroundLoop::ThreadMain(std::vector<std::vector<int32_t>> process_sets) 
   CHORUS_LOG(DEBUG) << "background loop done: " << counters_.cycles.load() << " cycles, "
                     << counters_.negotiation_rounds.load() << " negotiation rounds, "
                     << counters_.cache_hits.load() << " cache hits";
+}
+
+void BackgroundLoop::PinAsConfigured() {
+  absl::StatusOr<std::optional<int>> core =
+      CoreFor(config_.thread_affinity, topology_.local_rank, topology_.local_size);
+  absl::Status pinned = core.ok() && core->has_value() ? PinCallingThread(**core) : core.status();
+  if (!pinned.ok()) {
+    CHORUS_LOG(WARNING) << pinned.message();
+  }
 }
 
 absl::Status BackgroundLoop::Handshake(const std::vector<std::vector<int32_t>>& process_sets) {

@@ -110,6 +110,9 @@ class BackgroundLoop {
   };
 
   void ThreadMain(std::vector<std::vector<int32_t>> process_sets);
+  // CHORUS_THREAD_AFFINITY: pins this thread (runtime/thread_affinity.h); a warning when the
+  // setting cannot be applied.
+  void PinAsConfigured();
   absl::Status Handshake(const std::vector<std::vector<int32_t>>& process_sets);
   // OK on every rank if `problem` is empty on every rank; else an error on every rank (this
   // rank's problem, or `elsewhere`).

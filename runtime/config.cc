@@ -3,6 +3,8 @@
 // This is the only file of chorus that reads the process environment (::getenv).
 #include "runtime/config.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -14,11 +16,15 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
+#include "base/config_names.h"
 #include "base/status_macros.h"
 
 namespace chorus::runtime {
@@ -87,7 +93,7 @@ constexpr int64_t kMaxCacheCapacity = int64_t{1} << 20;
 constexpr int64_t kMaxNcclStreams = 16;
 
 const Variable kVariables[] = {
-    {"CHORUS_FUSION_THRESHOLD",
+    {config_names::kFusionThreshold,
      {"HOROVOD_FUSION_THRESHOLD", nullptr},
      "expected a non-negative integer number of bytes",
      "max bytes packed into one fused collective; 0 disables fusion",
@@ -95,7 +101,7 @@ const Variable kVariables[] = {
        return ParseInt64(text, 0, kInt64Max, &c->fusion_threshold_bytes);
      },
      [](const Config& c) { return absl::StrCat(c.fusion_threshold_bytes); }},
-    {"CHORUS_CYCLE_TIME_MS",
+    {config_names::kCycleTimeMs,
      {"HOROVOD_CYCLE_TIME", nullptr},
      "expected a positive number of milliseconds",
      "batching window of the background loop while work is pending (ends once local "
@@ -107,7 +113,7 @@ const Variable kVariables[] = {
        return true;
      },
      [](const Config& c) { return FormatDouble(absl::ToDoubleMilliseconds(c.cycle_time)); }},
-    {"CHORUS_CACHE_CAPACITY",
+    {config_names::kCacheCapacity,
      {"HOROVOD_CACHE_CAPACITY", nullptr},
      "expected an integer number of entries in [0, 1048576]",
      "response cache entries; 0 disables the cache",
@@ -140,7 +146,7 @@ const Variable kVariables[] = {
      "put CPU tensors reduced in place (MADV_COLLAPSE) and the fusion buffer on huge pages",
      [](absl::string_view text, Config* c) { return ParseBool(text, &c->huge_pages); },
      [](const Config& c) { return FormatBool(c.huge_pages); }},
-    {"CHORUS_NUM_NCCL_STREAMS",
+    {config_names::kNumNcclStreams,
      {"HOROVOD_NUM_NCCL_STREAMS", nullptr},
      "expected an integer number of streams in [1, 16]",
      "NCCL streams (each with its communicator and fusion buffer) per process set",
@@ -162,7 +168,7 @@ const Variable kVariables[] = {
        return true;
      },
      [](const Config& c) { return FormatDouble(absl::ToDoubleSeconds(c.gpu_op_timeout)); }},
-    {"CHORUS_STALL_CHECK_TIME_SECONDS",
+    {config_names::kStallCheckTimeSeconds,
      {"HOROVOD_STALL_CHECK_TIME_SECONDS", nullptr},
      "expected a positive number of seconds",
      "seconds after which the coordinator warns about a tensor some ranks have not submitted",
@@ -173,7 +179,7 @@ const Variable kVariables[] = {
        return true;
      },
      [](const Config& c) { return FormatDouble(absl::ToDoubleSeconds(c.stall_warning_time)); }},
-    {"CHORUS_STALL_SHUTDOWN_TIME_SECONDS",
+    {config_names::kStallShutdownTimeSeconds,
      {"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", nullptr},
      "expected a non-negative number of seconds (0 = never)",
      "seconds after which stalled ops fail with DeadlineExceeded on every rank; 0 = never",
@@ -184,7 +190,7 @@ const Variable kVariables[] = {
        return true;
      },
      [](const Config& c) { return FormatDouble(absl::ToDoubleSeconds(c.stall_shutdown_time)); }},
-    {"CHORUS_STALL_CHECK_DISABLE",
+    {config_names::kStallCheckDisable,
      {"HOROVOD_STALL_CHECK_DISABLE", nullptr},
      "expected a boolean (1/0, true/false, yes/no, on/off)",
      "disables the stall inspector",
@@ -201,8 +207,8 @@ const Variable kVariables[] = {
        return true;
      },
      [](const Config& c) { return FormatDouble(absl::ToDoubleMilliseconds(c.idle_cycle_time)); }},
-    {"CHORUS_NO_PROGRESS_TIMEOUT_SECONDS",
-     {nullptr, nullptr},
+    {config_names::kNoProgressTimeoutSeconds,
+     {"HOROVOD_GLOO_TIMEOUT_SECONDS", nullptr},
      "expected a non-negative number of seconds (0 = no bound)",
      "MPI: seconds the background loop may wait on its peers without any call completing before "
      "the job is ended with MPI_Abort; 0 = no bound",
@@ -213,7 +219,7 @@ const Variable kVariables[] = {
        return true;
      },
      [](const Config& c) { return FormatDouble(absl::ToDoubleSeconds(c.no_progress_timeout)); }},
-    {"CHORUS_LOG_LEVEL",
+    {config_names::kLogLevel,
      {"HOROVOD_LOG_LEVEL", nullptr},
      "expected one of trace, debug, info, warning, error",
      "log level; Horovod's \"fatal\" is read as error",
@@ -228,13 +234,34 @@ const Variable kVariables[] = {
        return true;
      },
      [](const Config& c) { return c.log_level; }},
+    {config_names::kLogHideTime,
+     {"HOROVOD_LOG_HIDE_TIME", nullptr},
+     "expected a boolean (1/0, true/false, yes/no, on/off)",
+     "log lines without a timestamp",
+     [](absl::string_view text, Config* c) { return ParseBool(text, &c->log_hide_time); },
+     [](const Config& c) { return FormatBool(c.log_hide_time); }},
+    {config_names::kThreadAffinity,
+     {"HOROVOD_THREAD_AFFINITY", nullptr},
+     "expected a comma-separated list of core ids (non-negative integers)",
+     "the core of each local rank's background thread (one per local rank); empty: not pinned",
+     [](absl::string_view text, Config* c) {
+       std::vector<int> cores;
+       for (absl::string_view item : absl::StrSplit(text, ',')) {
+         int64_t core = 0;
+         if (!ParseInt64(absl::StripAsciiWhitespace(item), 0, 1 << 20, &core)) return false;
+         cores.push_back(static_cast<int>(core));
+       }
+       c->thread_affinity = std::move(cores);
+       return true;
+     },
+     [](const Config& c) { return absl::StrJoin(c.thread_affinity, ","); }},
     {"CHORUS_PRINT_CONFIG",
      {nullptr, nullptr},
      "expected a boolean (1/0, true/false, yes/no, on/off)",
      "rank 0 logs the effective configuration at init",
      [](absl::string_view text, Config* c) { return ParseBool(text, &c->print_config); },
      [](const Config& c) { return FormatBool(c.print_config); }},
-    {"CHORUS_TIMELINE",
+    {config_names::kTimeline,
      {"HOROVOD_TIMELINE", nullptr},
      "expected a file path or DYNAMIC",
      "timeline file recorded from init (DYNAMIC: only start_timeline() records); empty: none",
@@ -243,7 +270,7 @@ const Variable kVariables[] = {
        return true;
      },
      [](const Config& c) { return c.timeline; }},
-    {"CHORUS_TIMELINE_MARK_CYCLES",
+    {config_names::kTimelineMarkCycles,
      {"HOROVOD_TIMELINE_MARK_CYCLES", nullptr},
      "expected a boolean (1/0, true/false, yes/no, on/off)",
      "a CYCLE_START mark per background cycle in the timeline",
@@ -303,7 +330,7 @@ const Variable kVariables[] = {
        return true;
      },
      [](const Config& c) { return c.controller; }},
-    {"CHORUS_RENDEZVOUS_ADDR",
+    {config_names::kRendezvousAddr,
      {nullptr, nullptr},
      "expected host:port",
      "rendezvous service of an MPI-less launch (set by chorusrun --gloo)",
@@ -318,7 +345,7 @@ const Variable kVariables[] = {
        return true;
      },
      [](const Config& c) { return c.rendezvous_addr; }},
-    {"CHORUS_RENDEZVOUS_SECRET",
+    {config_names::kRendezvousSecret,
      {nullptr, nullptr},
      "expected the job's secret",
      "secret of the rendezvous service (set by chorusrun --gloo)",
@@ -327,7 +354,7 @@ const Variable kVariables[] = {
        return true;
      },
      [](const Config& c) { return std::string(c.rendezvous_secret.empty() ? "" : "(set)"); }},
-    {"CHORUS_RENDEZVOUS_SCOPE",
+    {config_names::kRendezvousScope,
      {nullptr, nullptr},
      "expected a non-empty scope name",
      "rendezvous scope of this world's keys",
@@ -337,7 +364,7 @@ const Variable kVariables[] = {
        return true;
      },
      [](const Config& c) { return c.rendezvous_scope; }},
-    {"CHORUS_START_TIMEOUT_SECONDS",
+    {config_names::kStartTimeoutSeconds,
      {"HOROVOD_START_TIMEOUT", nullptr},
      "expected a positive number of seconds",
      "how long an MPI-less launch waits for every rank to join",
@@ -348,7 +375,7 @@ const Variable kVariables[] = {
        return true;
      },
      [](const Config& c) { return FormatDouble(absl::ToDoubleSeconds(c.start_timeout)); }},
-    {"CHORUS_ELASTIC_WORKER_ID",
+    {config_names::kElasticWorkerId,
      {nullptr, nullptr},
      "expected a non-empty worker id",
      "this worker's id in an elastic job (set by chorusrun; enables the membership watcher)",
@@ -358,7 +385,7 @@ const Variable kVariables[] = {
        return true;
      },
      [](const Config& c) { return c.elastic_worker_id; }},
-    {"CHORUS_ELASTIC_GENERATION",
+    {config_names::kElasticGeneration,
      {nullptr, nullptr},
      "expected an integer >= -1",
      "the generation this worker's world belongs to, -1 while it joins (set by chorusrun)",
@@ -366,13 +393,13 @@ const Variable kVariables[] = {
        return ParseInt64(text, -1, kInt64Max, &c->elastic_generation);
      },
      [](const Config& c) { return absl::StrCat(c.elastic_generation); }},
-    {"CHORUS_ELASTIC",
+    {config_names::kElastic,
      {nullptr, nullptr},
      "expected a boolean",
      "whether this worker belongs to an elastic job (set by chorusrun)",
      [](absl::string_view text, Config* c) { return ParseBool(text, &c->elastic); },
      [](const Config& c) { return FormatBool(c.elastic); }},
-    {"CHORUS_ELASTIC_TIMEOUT",
+    {config_names::kElasticTimeout,
      {"HOROVOD_ELASTIC_TIMEOUT", nullptr},
      "expected a positive number of seconds",
      "how long an elastic worker waits for chorusrun's next generation",
@@ -383,7 +410,7 @@ const Variable kVariables[] = {
        return true;
      },
      [](const Config& c) { return FormatDouble(absl::ToDoubleSeconds(c.elastic_timeout)); }},
-    {"CHORUS_RANK",
+    {config_names::kRank,
      {"HOROVOD_RANK", nullptr},
      "expected a non-negative integer",
      "this worker's rank in an MPI-less launch",
@@ -396,7 +423,7 @@ const Variable kVariables[] = {
      [](const Config& c) {
        return c.launch_rank < 0 ? std::string() : absl::StrCat(c.launch_rank);
      }},
-    {"CHORUS_SIZE",
+    {config_names::kSize,
      {"HOROVOD_SIZE", nullptr},
      "expected a non-negative integer",
      "ranks of an MPI-less launch",
@@ -409,7 +436,7 @@ const Variable kVariables[] = {
      [](const Config& c) {
        return c.launch_size < 0 ? std::string() : absl::StrCat(c.launch_size);
      }},
-    {"CHORUS_LOCAL_RANK",
+    {config_names::kLocalRank,
      {"HOROVOD_LOCAL_RANK", nullptr},
      "expected a non-negative integer",
      "rank among the workers on this host",
@@ -422,7 +449,7 @@ const Variable kVariables[] = {
      [](const Config& c) {
        return c.launch_local_rank < 0 ? std::string() : absl::StrCat(c.launch_local_rank);
      }},
-    {"CHORUS_LOCAL_SIZE",
+    {config_names::kLocalSize,
      {"HOROVOD_LOCAL_SIZE", nullptr},
      "expected a non-negative integer",
      "workers on this host",
@@ -435,7 +462,7 @@ const Variable kVariables[] = {
      [](const Config& c) {
        return c.launch_local_size < 0 ? std::string() : absl::StrCat(c.launch_local_size);
      }},
-    {"CHORUS_CROSS_RANK",
+    {config_names::kCrossRank,
      {"HOROVOD_CROSS_RANK", nullptr},
      "expected a non-negative integer",
      "index of this host among the hosts with this local rank",
@@ -448,7 +475,7 @@ const Variable kVariables[] = {
      [](const Config& c) {
        return c.launch_cross_rank < 0 ? std::string() : absl::StrCat(c.launch_cross_rank);
      }},
-    {"CHORUS_CROSS_SIZE",
+    {config_names::kCrossSize,
      {"HOROVOD_CROSS_SIZE", nullptr},
      "expected a non-negative integer",
      "hosts with this local rank",
@@ -473,7 +500,7 @@ absl::Status CheckNoProgressTimeout(const Config& c) {
   return absl::InvalidArgumentError(absl::StrCat(
       "CHORUS_NO_PROGRESS_TIMEOUT_SECONDS=",
       FormatDouble(absl::ToDoubleSeconds(c.no_progress_timeout)), " must exceed twice ",
-      c.idle_cycle_time >= c.cycle_time ? "CHORUS_IDLE_CYCLE_MS" : "CHORUS_CYCLE_TIME_MS", " (",
+      c.idle_cycle_time >= c.cycle_time ? "CHORUS_IDLE_CYCLE_MS" : config_names::kCycleTimeMs, " (",
       FormatDouble(absl::ToDoubleMilliseconds(cycle)),
       " ms): a peer with nothing to do answers only once per cycle; raise it, or set it to 0 to "
       "disable the bound"));
@@ -512,6 +539,39 @@ absl::StatusOr<Config> Config::FromEnvironment(const Lookup& lookup) {
   }
   CHORUS_RETURN_IF_ERROR(CheckNoProgressTimeout(config));
   return config;
+}
+
+bool Config::Reads(const std::string& name) {
+  for (const Variable& var : kVariables) {
+    if (name == var.name) return true;
+    for (const char* alias : var.aliases) {
+      if (alias != nullptr && name == alias) return true;
+    }
+  }
+  return false;
+}
+
+std::vector<std::string> Config::UnreadVariables() {
+  // Set for the workers' programs or for chorusrun itself, not for the runtime.
+  static const char* const kNotForTheRuntime[] = {
+      "HOROVOD_HOSTNAME", "CHORUS_ELASTIC_DISCOVERY_INTERVAL", "HOROVOD_ELASTIC_TIMEOUT",
+      "HOROVOD_START_TIMEOUT"};
+  std::vector<std::string> unread;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const absl::string_view entry = *e;
+    const std::string name(entry.substr(0, entry.find('=')));
+    if (!absl::StartsWith(name, "CHORUS_") && !absl::StartsWith(name, "HOROVOD_")) continue;
+    if (absl::StartsWith(name, "CHORUS_TEST_") || Reads(name)) continue;
+    if (std::find(std::begin(config_names::kInformational), std::end(config_names::kInformational),
+                  name) != std::end(config_names::kInformational) ||
+        std::find(std::begin(kNotForTheRuntime), std::end(kNotForTheRuntime), name) !=
+            std::end(kNotForTheRuntime)) {
+      continue;
+    }
+    unread.push_back(name);
+  }
+  std::sort(unread.begin(), unread.end());
+  return unread;
 }
 
 std::vector<std::string> Config::Describe() const {

@@ -77,6 +77,14 @@ struct Config {
   absl::Duration no_progress_timeout = absl::Seconds(30);
   // trace, debug, info, warning, error. CHORUS_LOG_LEVEL (HOROVOD_LOG_LEVEL). Default warning.
   std::string log_level = "warning";
+  // Log lines without a timestamp. CHORUS_LOG_HIDE_TIME (HOROVOD_LOG_HIDE_TIME). Default true
+  // (chorusrun --log-with-timestamp sets it to 0).
+  bool log_hide_time = true;
+  // The core each local rank's background thread is pinned to: CHORUS_THREAD_AFFINITY
+  // (HOROVOD_THREAD_AFFINITY), a comma-separated list of core ids, one per local rank (local
+  // rank i uses the i-th); a list shorter than the local size is ignored with a warning, as in
+  // Horovod. Empty: not pinned.
+  std::vector<int> thread_affinity;
   // Rank 0 logs the effective configuration at init. CHORUS_PRINT_CONFIG. Default false.
   bool print_config = false;
 
@@ -148,6 +156,15 @@ struct Config {
 
   // One "NAME=value" line per field, in a stable order (for CHORUS_PRINT_CONFIG).
   std::vector<std::string> Describe() const;
+
+  // Whether FromEnvironment reads variable `name` (a CHORUS_* name or a HOROVOD_* alias).
+  static bool Reads(const std::string& name);
+  // The CHORUS_* and HOROVOD_* variables set in the process environment that chorus does not
+  // read (Horovod's features chorus lacks, misspellings), sorted: they have no effect, and init
+  // says so once on rank 0. Excepted: the names chorusrun sets for the workers' programs
+  // (config_names::kInformational and their HOROVOD_* copies), chorusrun's own settings, and
+  // CHORUS_TEST_* (chorus's tests).
+  static std::vector<std::string> UnreadVariables();
 };
 
 }  // namespace chorus::runtime

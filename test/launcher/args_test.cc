@@ -82,7 +82,7 @@ TEST_CASE("Tuning, stall and library flags parse", "[launcher][args]") {
                             "--cache-capacity",
                             "0",
                             "--no-hierarchical-allreduce",
-                            "--hierarchical-allgather",
+                            "--no-hierarchical-allgather",
                             "--no-stall-check",
                             "--stall-check-warning-time-seconds",
                             "30",
@@ -109,7 +109,7 @@ TEST_CASE("Tuning, stall and library flags parse", "[launcher][args]") {
                             "--timeline-filename",
                             "/tmp/t.json",
                             "--timeline-mark-cycles",
-                            "--mpi-threads-disable",
+                            "--no-mpi-threads-disable",
                             "--mpi",
                             "prog"});
   const LaunchOptions& o = cl.options;
@@ -117,7 +117,7 @@ TEST_CASE("Tuning, stall and library flags parse", "[launcher][args]") {
   CHECK(o.cycle_time_ms == 2.5);
   CHECK(o.cache_capacity == 0);
   CHECK(o.hierarchical_allreduce == false);
-  CHECK(o.hierarchical_allgather == true);
+  CHECK(o.hierarchical_allgather == false);
   CHECK(o.no_stall_check == true);
   CHECK(o.stall_check_warning_time_seconds == 30);
   CHECK(o.stall_check_shutdown_time_seconds == 90);
@@ -131,7 +131,27 @@ TEST_CASE("Tuning, stall and library flags parse", "[launcher][args]") {
   CHECK(o.start_timeout_s == 60);
   CHECK(o.timeline_filename == "/tmp/t.json");
   CHECK(o.timeline_mark_cycles == true);
-  CHECK(o.mpi_threads_disable == true);
+  CHECK(o.mpi_threads_disable == false);
+}
+
+TEST_CASE("Flags chorus cannot honour are refused with the reason", "[launcher][args]") {
+  auto [flags, expected] = GENERATE(table<std::vector<std::string>, std::string>({
+      {{"--mpi-threads-disable"}, "--mpi-threads-disable is not supported: chorus calls MPI"},
+      {{"--hierarchical-allreduce"}, "--hierarchical-allreduce and --hierarchical-allgather"},
+      {{"--hierarchical-allgather"}, "--hierarchical-allreduce and --hierarchical-allgather"},
+      {{"--autotune"}, "--autotune and its --autotune-* options are not supported yet"},
+      {{"--autotune-log-file", "at.csv"}, "--autotune and its --autotune-* options"},
+      {{"--autotune-warmup-samples", "3"}, "--autotune and its --autotune-* options"},
+      {{"--thread-affinity", "1,x"}, "--thread-affinity=1,x is not a comma-separated list"},
+      {{"--thread-affinity", "-1"}, "--thread-affinity=-1 is not a comma-separated list"},
+  }));
+  std::vector<std::string> args = {"-np", "2"};
+  args.insert(args.end(), flags.begin(), flags.end());
+  args.push_back("prog");
+  absl::StatusOr<CommandLine> cl = ParseCommandLine(args);
+  REQUIRE_FALSE(cl.ok());
+  CHECK(cl.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(cl.status().message()), Catch::StartsWith(expected));
 }
 
 TEST_CASE("--stall-check undoes nothing but sets the check on", "[launcher][args]") {

@@ -27,9 +27,9 @@ TEST_CASE("Flags map to the runtime's CHORUS_* variables", "[launcher][env]") {
       {{"--cycle-time-ms", "0.1"}, {{"CHORUS_CYCLE_TIME_MS", "0.1"}}},
       {{"--cycle-time-ms", "5"}, {{"CHORUS_CYCLE_TIME_MS", "5"}}},
       {{"--cache-capacity", "2048"}, {{"CHORUS_CACHE_CAPACITY", "2048"}}},
-      {{"--hierarchical-allreduce"}, {{"CHORUS_HIERARCHICAL_ALLREDUCE", "1"}}},
-      {{"--no-hierarchical-allreduce"}, {{"CHORUS_HIERARCHICAL_ALLREDUCE", "0"}}},
-      {{"--hierarchical-allgather"}, {{"CHORUS_HIERARCHICAL_ALLGATHER", "1"}}},
+      // The default restated: accepted, nothing to pass on.
+      {{"--no-hierarchical-allreduce"}, {}},
+      {{"--no-mpi-threads-disable"}, {}},
       {{"--no-stall-check"}, {{"CHORUS_STALL_CHECK_DISABLE", "1"}}},
       {{"--stall-check"}, {{"CHORUS_STALL_CHECK_DISABLE", "0"}}},
       {{"--stall-check-warning-time-seconds", "30"}, {{"CHORUS_STALL_CHECK_TIME_SECONDS", "30"}}},
@@ -41,19 +41,15 @@ TEST_CASE("Flags map to the runtime's CHORUS_* variables", "[launcher][env]") {
       {{"--log-with-timestamp"}, {{"CHORUS_LOG_HIDE_TIME", "0"}}},
       {{"--tcp"}, {{"NCCL_IB_DISABLE", "1"}}},
       {{"--network-interfaces", "eth0,eth1"}, {{"NCCL_SOCKET_IFNAME", "eth0,eth1"}}},
-      {{"--mpi-threads-disable"}, {{"CHORUS_MPI_THREADS_DISABLE", "1"}}},
       {{"--num-nccl-streams", "2"}, {{"CHORUS_NUM_NCCL_STREAMS", "2"}}},
       {{"--thread-affinity", "3"}, {{"CHORUS_THREAD_AFFINITY", "3"}}},
-      {{"--gloo-timeout-seconds", "45"}, {{"CHORUS_GLOO_TIMEOUT_SECONDS", "45"}}},
-      // Timeline and autotune details travel only with their enabling flag.
+      {{"--thread-affinity", "1,0"}, {{"CHORUS_THREAD_AFFINITY", "1,0"}}},
+      // horovodrun's timeout for Gloo's operations: chorus's no-progress bound.
+      {{"--gloo-timeout-seconds", "45"}, {{"CHORUS_NO_PROGRESS_TIMEOUT_SECONDS", "45"}}},
+      // Timeline details travel only with their enabling flag.
       {{"--timeline-mark-cycles"}, {}},
       {{"--timeline-filename", "/t.json", "--timeline-mark-cycles"},
        {{"CHORUS_TIMELINE", "/t.json"}, {"CHORUS_TIMELINE_MARK_CYCLES", "1"}}},
-      {{"--autotune-warmup-samples", "5"}, {}},
-      {{"--autotune", "--autotune-warmup-samples", "5", "--autotune-gaussian-process-noise", "0.8"},
-       {{"CHORUS_AUTOTUNE", "1"},
-        {"CHORUS_AUTOTUNE_WARMUP_SAMPLES", "5"},
-        {"CHORUS_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", "0.8"}}},
   }));
   INFO("first flag: " << flags[0]);
   CHECK(EnvFor(flags) == expected);

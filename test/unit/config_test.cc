@@ -221,6 +221,8 @@ TEST_CASE("Describe lists the defaults in a stable order", "[config]") {
       "CHORUS_IDLE_CYCLE_MS=20",
       "CHORUS_NO_PROGRESS_TIMEOUT_SECONDS=30",
       "CHORUS_LOG_LEVEL=warning",
+      "CHORUS_LOG_HIDE_TIME=true",
+      "CHORUS_THREAD_AFFINITY=",
       "CHORUS_PRINT_CONFIG=false",
       "CHORUS_TIMELINE=",
       "CHORUS_TIMELINE_MARK_CYCLES=false",
