@@ -6,11 +6,13 @@ collective (every rank calls them).
 
 import atexit
 import os
+import sys
 import warnings
 
 from chorus import _C
 from chorus import handles
 from chorus import process_sets as _ps
+from chorus.exceptions import ChorusError
 
 # Reduction ops: the chorus::ReduceOp values of chorus/types.h, as the extension exports them.
 Sum = _C.REDUCE_OPS["Sum"]
@@ -55,6 +57,18 @@ def _mpi_comm_address(comm):
                      % type(comm).__name__)
 
 
+_NOT_FOUND = 5  # absl::StatusCode::kNotFound
+
+
+def exit_if_released(error):
+    """An elastic worker that chorusrun released (no place in the generation it was waiting
+    for: its host left the job) leaves quietly with status 0, as Horovod's do; any other error
+    is the caller's to raise."""
+    if getattr(error, 'code', None) == _NOT_FOUND and _C.elastic_worker():
+        print(f'chorus: {error}; this worker exits', file=sys.stderr, flush=True)
+        raise SystemExit(0)
+
+
 def init(comm=None, process_sets=None):
     """Starts chorus (collective over the communicator).
 
@@ -73,7 +87,11 @@ def init(comm=None, process_sets=None):
     if process_sets is not None and not isinstance(process_sets, str):
         sets = [ps if isinstance(ps, _ps.ProcessSet) else _ps.ProcessSet(ps)
                 for ps in process_sets]
-    _C.init([list(ps.ranks) for ps in sets], comm_address)
+    try:
+        _C.init([list(ps.ranks) for ps in sets], comm_address)
+    except ChorusError as e:
+        exit_if_released(e)
+        raise
     del comm_object  # chorus runs on its own duplicates of the communicator
     if _C.elastic_worker():
         # The generation init joined may be newer than the environment said (it was replaced

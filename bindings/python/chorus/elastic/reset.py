@@ -19,12 +19,10 @@ init()).
 """
 
 import os
-import sys
 
 from chorus import _C, basics
 from chorus.exceptions import ChorusError
 
-_NOT_FOUND = 5  # absl::StatusCode::kNotFound
 
 
 # A worker waits this much longer than chorusrun's own bound (its elastic timeout), so that
@@ -47,9 +45,7 @@ def adopt_next_generation():
     try:
         _C.elastic_adopt_next(_adopt_timeout_s())
     except ChorusError as e:
-        if getattr(e, 'code', None) == _NOT_FOUND:
-            print(f'chorus: {e}; this worker exits', file=sys.stderr, flush=True)
-            raise SystemExit(0)
+        basics.exit_if_released(e)
         raise
 
 
