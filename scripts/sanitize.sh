@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sanitizer runs: ASan+UBSan over the unit and MPI tiers, TSan over the unit tier.
+# Sanitizer runs: ASan+UBSan over the unit and MPI tiers, TSan over the unit and launcher tiers.
 # Builds in build-asan/ and build-tsan/ (incremental).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,11 +13,13 @@ export UCX_MEM_MMAP_HOOK_MODE=none
 CHORUS_BUILD_TYPE=Debug scripts/build.sh build-asan -DCHORUS_SANITIZE=address -DCHORUS_WITH_CUDA=OFF
 ctest --test-dir build-asan --output-on-failure
 export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/test/tsan.supp"
-# The threaded core is what TSan is for: build and run the unit tier only.
+# The threaded code is what TSan is for: the unit tier (the runtime core, its membership
+# watcher and the rendezvous server) and the launcher's (its supervisor, discovery runner and
+# the rendezvous server under chorusrun's processes).
 if [[ ! -f build-tsan/build.ninja ]]; then
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCHORUS_SANITIZE=thread \
     -DCHORUS_WITH_CUDA=OFF
 fi
-cmake --build build-tsan -j "$(nproc)" --target chorus_unit_tests
-ctest --test-dir build-tsan --output-on-failure -R '^unit$'
+cmake --build build-tsan -j "$(nproc)" --target chorus_unit_tests chorus_launcher_tests
+ctest --test-dir build-tsan --output-on-failure -R '^(unit|launcher_unit)$'
 
