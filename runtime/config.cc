@@ -219,6 +219,20 @@ const Variable kVariables[] = {
        return true;
      },
      [](const Config& c) { return FormatDouble(absl::ToDoubleSeconds(c.no_progress_timeout)); }},
+    {config_names::kHierarchicalAllreduce,
+     {"HOROVOD_HIERARCHICAL_ALLREDUCE", nullptr},
+     "expected a boolean (1/0, true/false, yes/no, on/off)",
+     "allreduce as reduce-scatter within each host, allreduce across hosts, allgather within "
+     "each host (process sets with the same number of ranks on every host)",
+     [](absl::string_view text, Config* c) { return ParseBool(text, &c->hierarchical_allreduce); },
+     [](const Config& c) { return FormatBool(c.hierarchical_allreduce); }},
+    {config_names::kHierarchicalAllgather,
+     {"HOROVOD_HIERARCHICAL_ALLGATHER", nullptr},
+     "expected a boolean (1/0, true/false, yes/no, on/off)",
+     "CPU allgather as gather within each host, exchange across hosts, broadcast within each "
+     "host (process sets with the same number of ranks on every host)",
+     [](absl::string_view text, Config* c) { return ParseBool(text, &c->hierarchical_allgather); },
+     [](const Config& c) { return FormatBool(c.hierarchical_allgather); }},
     {config_names::kLogLevel,
      {"HOROVOD_LOG_LEVEL", nullptr},
      "expected one of trace, debug, info, warning, error",

@@ -91,11 +91,17 @@ struct SharedConfig {
   int64_t inplace_min_bytes = 0;
   int32_t cache_capacity = 0;
   int32_t num_nccl_streams = 1;
+  // CHORUS_HIERARCHICAL_ALLREDUCE / _ALLGATHER. What the loop hands each batch's data plane;
+  // changing them (at one point of the global order on every rank) switches the algorithm from
+  // the next batch on.
+  bool hierarchical_allreduce = false;
+  bool hierarchical_allgather = false;
   bool operator==(const SharedConfig&) const = default;
 };
 
 // 2: the cycle's bit vector carries the OR of held cache bits (Note [Cache bit vector]).
-inline constexpr int32_t kProtocolVersion = 2;
+// 3: the handshake gathers every rank's local and cross numbers (hierarchical collectives).
+inline constexpr int32_t kProtocolVersion = 3;
 
 }  // namespace chorus::runtime
 

@@ -221,6 +221,8 @@ std::string SerializeSharedConfig(const SharedConfig& config) {
   message.set_inplace_min_bytes(config.inplace_min_bytes);
   message.set_cache_capacity(config.cache_capacity);
   message.set_num_nccl_streams(config.num_nccl_streams);
+  message.set_hierarchical_allreduce(config.hierarchical_allreduce);
+  message.set_hierarchical_allgather(config.hierarchical_allgather);
   return message.SerializeAsString();
 }
 
@@ -234,6 +236,8 @@ absl::StatusOr<SharedConfig> ParseSharedConfig(std::string_view bytes) {
   config.inplace_min_bytes = message.inplace_min_bytes();
   config.cache_capacity = message.cache_capacity();
   config.num_nccl_streams = message.num_nccl_streams();
+  config.hierarchical_allreduce = message.hierarchical_allreduce();
+  config.hierarchical_allgather = message.hierarchical_allgather();
   return config;
 }
 

@@ -39,6 +39,8 @@ TEST_CASE("An empty environment gives the defaults", "[config]") {
   CHECK(config->idle_cycle_time == absl::Milliseconds(20));
   CHECK(config->log_level == "warning");
   CHECK_FALSE(config->print_config);
+  CHECK_FALSE(config->hierarchical_allreduce);
+  CHECK_FALSE(config->hierarchical_allgather);
 }
 
 TEST_CASE("Every CHORUS variable is read", "[config]") {
@@ -55,9 +57,13 @@ TEST_CASE("Every CHORUS variable is read", "[config]") {
       {"CHORUS_IDLE_CYCLE_MS", "0.5"},
       {"CHORUS_LOG_LEVEL", "DEBUG"},
       {"CHORUS_PRINT_CONFIG", "On"},
+      {"CHORUS_HIERARCHICAL_ALLREDUCE", "1"},
+      {"CHORUS_HIERARCHICAL_ALLGATHER", "true"},
   };
   auto config = Read(env);
   REQUIRE(config.ok());
+  CHECK(config->hierarchical_allreduce);
+  CHECK(config->hierarchical_allgather);
   CHECK(config->fusion_threshold_bytes == 1048576);
   CHECK(config->cycle_time == absl::Microseconds(2500));
   CHECK(config->cache_capacity == 0);
@@ -81,9 +87,13 @@ TEST_CASE("Horovod aliases are read", "[config]") {
       {"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "20"},
       {"HOROVOD_STALL_CHECK_DISABLE", "1"},
       {"HOROVOD_LOG_LEVEL", "fatal"},
+      {"HOROVOD_HIERARCHICAL_ALLREDUCE", "1"},
+      {"HOROVOD_HIERARCHICAL_ALLGATHER", "1"},
   };
   auto config = Read(env);
   REQUIRE(config.ok());
+  CHECK(config->hierarchical_allreduce);
+  CHECK(config->hierarchical_allgather);
   CHECK(config->fusion_threshold_bytes == 33554432);
   CHECK(config->cycle_time == absl::Milliseconds(5));
   CHECK(config->cache_capacity == 16);
@@ -220,6 +230,8 @@ TEST_CASE("Describe lists the defaults in a stable order", "[config]") {
       "CHORUS_STALL_CHECK_DISABLE=false",
       "CHORUS_IDLE_CYCLE_MS=20",
       "CHORUS_NO_PROGRESS_TIMEOUT_SECONDS=30",
+      "CHORUS_HIERARCHICAL_ALLREDUCE=false",
+      "CHORUS_HIERARCHICAL_ALLGATHER=false",
       "CHORUS_LOG_LEVEL=warning",
       "CHORUS_LOG_HIDE_TIME=true",
       "CHORUS_THREAD_AFFINITY=",
