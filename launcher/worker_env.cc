@@ -53,7 +53,10 @@ std::vector<EnvVar> WorkerEnvironment(const LaunchOptions& o) {
   }
   b.Add(config_names::kCycleTimeMs, o.cycle_time_ms);
   b.Add(config_names::kCacheCapacity, o.cache_capacity);
-  // --hierarchical-*, --autotune* and --mpi-threads-disable are refused (launcher/args.cc).
+  // Both forms travel: --no-hierarchical-* overrides a variable the caller's environment has.
+  b.Add(config_names::kHierarchicalAllreduce, o.hierarchical_allreduce);
+  b.Add(config_names::kHierarchicalAllgather, o.hierarchical_allgather);
+  // --autotune* and --mpi-threads-disable are refused (launcher/args.cc).
   // The timeline details only travel with a timeline file.
   if (o.timeline_filename) {
     b.Add(config_names::kTimeline, o.timeline_filename);

@@ -137,8 +137,6 @@ TEST_CASE("Tuning, stall and library flags parse", "[launcher][args]") {
 TEST_CASE("Flags chorus cannot honour are refused with the reason", "[launcher][args]") {
   auto [flags, expected] = GENERATE(table<std::vector<std::string>, std::string>({
       {{"--mpi-threads-disable"}, "--mpi-threads-disable is not supported: chorus calls MPI"},
-      {{"--hierarchical-allreduce"}, "--hierarchical-allreduce and --hierarchical-allgather"},
-      {{"--hierarchical-allgather"}, "--hierarchical-allreduce and --hierarchical-allgather"},
       {{"--autotune"}, "--autotune and its --autotune-* options are not supported yet"},
       {{"--autotune-log-file", "at.csv"}, "--autotune and its --autotune-* options"},
       {{"--autotune-warmup-samples", "3"}, "--autotune and its --autotune-* options"},
@@ -152,6 +150,14 @@ TEST_CASE("Flags chorus cannot honour are refused with the reason", "[launcher][
   REQUIRE_FALSE(cl.ok());
   CHECK(cl.status().code() == absl::StatusCode::kInvalidArgument);
   CHECK_THAT(std::string(cl.status().message()), Catch::StartsWith(expected));
+}
+
+TEST_CASE("--hierarchical-allreduce and --hierarchical-allgather are accepted",
+          "[launcher][args]") {
+  CommandLine cl =
+      ParseOk({"-np", "4", "--hierarchical-allreduce", "--hierarchical-allgather", "prog"});
+  CHECK(cl.options.hierarchical_allreduce == true);
+  CHECK(cl.options.hierarchical_allgather == true);
 }
 
 TEST_CASE("--stall-check undoes nothing but sets the check on", "[launcher][args]") {
