@@ -32,7 +32,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import cluster as cl  # noqa: E402
 
+SUPPORT = os.path.join(os.path.dirname(HERE), 'support')
 WORKER = os.path.join(HERE, 'cluster_worker.py')
+HIERARCHICAL_JOB = os.path.join(SUPPORT, 'hierarchical_job.py')
 HISTORY_WORKER = os.path.join(HERE, 'elastic_history_worker.py')
 ELASTIC_WORKER = os.path.join(os.path.dirname(HERE), 'elastic', 'elastic_worker.py')
 PYTHON = '/usr/bin/python3'
@@ -485,6 +487,80 @@ def remote_sigterm(ctx):
     err = job.stderr()
     assert status == 0, f'status {status}'
     assert 'rank 1 on n2 left after SIGTERM' in err and 'blacklisted' not in err, err
+
+
+# --- 6. hierarchical collectives across real hosts -----------------------------------------
+
+def hierarchical(ctx, name, hosts, gloo):
+    """test/support/hierarchical_job.py flat, then with --hierarchical-allreduce/-allgather;
+    the results compared (integers, min, max and allgathers bit for bit, floats within the
+    summation-order bound), and rank 0's line: the hierarchy, or the warning of a layout whose
+    hosts run different numbers of ranks."""
+    np = sum(slots for _, slots in hosts)
+    env = dict(ctx.env, CHORUS_PIPELINE_CHUNK_BYTES='65536')
+    dirs = {}
+    for algorithm, flags in (('flat', []),
+                             ('hierarchical', ['--hierarchical-allreduce',
+                                               '--hierarchical-allgather'])):
+        dirs[algorithm] = tempfile.mkdtemp(prefix=f'cluster_{name}_{algorithm}_out_')
+        job = Job(ctx, f'{name}_{algorithm}',
+                  [ctx.chorusrun, '-np', str(np), '-H', hosts_arg(hosts)] + mode_flags(gloo) +
+                  flags + ['--log-level', 'info'] + UCX_TCP +
+                  [PYTHON, HIERARCHICAL_JOB, 'run', dirs[algorithm]], env=env)
+        status = job.wait(timeout=240)
+        assert status == 0, f'{algorithm}: status {status}'
+        lines = job.stdout().count('HIERARCHICAL_JOB rank')
+        assert lines == np, f'{algorithm}: {lines} ranks reported'
+    err = job.stderr()
+    said = [line for line in err.splitlines() if 'hierarchical over' in line]
+    warned = [line for line in err.splitlines() if 'cannot run hierarchically' in line]
+    if len({slots for _, slots in hosts}) == 1:
+        shape = f'{len(hosts)} hosts x {hosts[0][1]} ranks'
+        assert len(said) == 1 and not warned and '[chorus 0/0 INFO' in said[0] and \
+            f'hierarchical over {shape}' in said[0], f'rank 0 does not say "{shape}": {said}'
+    else:
+        counts = ', '.join(str(slots) for _, slots in hosts)
+        assert not said and len(warned) == 1 and '[chorus 0/0 WARNING' in warned[0] and \
+            f'its {len(hosts)} hosts run {counts} of its {np} ranks' in warned[0], \
+            f'not one warning from rank 0: {warned}'
+    sys.path.insert(0, SUPPORT)
+    import hierarchical_job  # imports torch: only the cases that need it
+    try:
+        problems = hierarchical_job.compare(dirs['flat'], dirs['hierarchical'], np)
+    finally:
+        for d in dirs.values():
+            shutil.rmtree(d, ignore_errors=True)
+    assert not problems, '; '.join(problems[:10])
+
+
+@case
+def hierarchical_gloo_2x2(ctx):
+    hierarchical(ctx, 'hierarchical_gloo_2x2', [('n1', 2), ('n2', 2)], gloo=True)
+
+
+@case
+def hierarchical_mpi_2x2(ctx):
+    hierarchical(ctx, 'hierarchical_mpi_2x2', [('n1', 2), ('n2', 2)], gloo=False)
+
+
+@case
+def hierarchical_gloo_3x2(ctx):
+    hierarchical(ctx, 'hierarchical_gloo_3x2', [('n1', 2), ('n2', 2), ('n3', 2)], gloo=True)
+
+
+@case
+def hierarchical_mpi_3x2(ctx):
+    hierarchical(ctx, 'hierarchical_mpi_3x2', [('n1', 2), ('n2', 2), ('n3', 2)], gloo=False)
+
+
+@case
+def hierarchical_fallback_gloo(ctx):
+    hierarchical(ctx, 'hierarchical_fallback_gloo', [('n1', 2), ('n2', 1)], gloo=True)
+
+
+@case
+def hierarchical_fallback_mpi(ctx):
+    hierarchical(ctx, 'hierarchical_fallback_mpi', [('n1', 2), ('n2', 1)], gloo=False)
 
 
 # --- running --------------------------------------------------------------------------------
