@@ -87,11 +87,33 @@ absl::Status HierarchicalBackend::HierarchicalAllreduce(const void* send, void* 
     CHORUS_RETURN_IF_ERROR(local_->ReduceScatter(send, mine, blocks, dtype, op));
   }
   // 2. Block l reduced over every host.
-  CHORUS_RETURN_IF_ERROR(cross_->Allreduce(mine, mine, blocks[l], dtype, op));
+  CHORUS_RETURN_IF_ERROR(CrossAllreduce(mine, blocks[l], dtype, op));
   // 3. Every block on every member of the host.
   std::vector<int64_t> block_bytes(blocks.size());
   for (size_t b = 0; b < blocks.size(); ++b) block_bytes[b] = blocks[b] * esize;
   return local_->Allgatherv(mine, recv, block_bytes);
+}
+
+absl::Status HierarchicalBackend::CrossAllreduce(std::byte* block, int64_t count, DataType dtype,
+                                                 ReduceOp op) {
+  const auto esize = static_cast<int64_t>(DataTypeSize(dtype));
+  const int32_t hosts = layout().cross_size;
+  if (ChooseCrossStep(count, count * esize, hosts) == CrossStep::kAllreduce) {
+    return cross_->Allreduce(block, block, count, dtype, op);
+  }
+  // In place: the reduce-scatter leaves this member's part at the front, which moves to its
+  // place before the allgather.
+  const std::vector<int64_t> parts = ucx::EvenBlocks(count, hosts);
+  const std::vector<int64_t> offsets = ucx::BlockOffsets(parts);
+  const auto c = static_cast<size_t>(cross_->rank());
+  CHORUS_RETURN_IF_ERROR(cross_->ReduceScatter(block, block, parts, dtype, op));
+  std::byte* mine = block + offsets[c] * esize;
+  if (offsets[c] > 0 && parts[c] > 0) {
+    std::memmove(mine, block, static_cast<size_t>(parts[c] * esize));
+  }
+  std::vector<int64_t> part_bytes(parts.size());
+  for (size_t p = 0; p < parts.size(); ++p) part_bytes[p] = parts[p] * esize;
+  return cross_->Allgatherv(mine, block, part_bytes);
 }
 
 absl::Status HierarchicalBackend::Allgatherv(const void* send, void* recv,

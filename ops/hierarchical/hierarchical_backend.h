@@ -10,7 +10,9 @@
 //   Allreduce (count elements, split into local_size blocks, the first count % local_size one
 //   element larger):
 //     1. local ReduceScatter: the member with local index l holds block l reduced over its host;
-//     2. cross Allreduce of block l among the members with local index l on every host;
+//     2. cross allreduce of block l among the members with local index l on every host (one
+//        Allreduce of a small block; a large one as ReduceScatter + Allgatherv, so that every
+//        host's link carries the same share whatever the transport: ChooseCrossStep);
 //     3. local Allgatherv of the blocks: every member holds the whole result.
 //   Allgatherv:
 //     1. local gather to the host's first member (an Alltoallv in which only it receives);
@@ -31,6 +33,7 @@
 #ifndef CHORUS_OPS_HIERARCHICAL_HIERARCHICAL_BACKEND_H_
 #define CHORUS_OPS_HIERARCHICAL_HIERARCHICAL_BACKEND_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -106,6 +109,8 @@ class HierarchicalBackend : public CollectiveBackend {
                                      ReduceOp op);
   absl::Status HierarchicalAllgatherv(const void* send, void* recv,
                                       absl::Span<const int64_t> recv_bytes);
+  // Step 2 of the allreduce: `count` elements at `block`, in place (ChooseCrossStep).
+  absl::Status CrossAllreduce(std::byte* block, int64_t count, DataType dtype, ReduceOp op);
 
   std::unique_ptr<CollectiveBackend> flat_;
   std::unique_ptr<CollectiveBackend> local_;

@@ -156,4 +156,9 @@ CollectiveAlgorithm ChooseAllgather(bool enabled, const HierarchyPlan& plan, int
   return CollectiveAlgorithm::kHierarchical;
 }
 
+CrossStep ChooseCrossStep(int64_t count, int64_t bytes, int32_t hosts) {
+  if (bytes <= kCrossAllreduceMaxBytes || count < hosts) return CrossStep::kAllreduce;
+  return CrossStep::kReduceScatterAllgather;
+}
+
 }  // namespace chorus::ops

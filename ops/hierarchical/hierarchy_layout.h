@@ -85,6 +85,17 @@ CollectiveAlgorithm ChooseAllreduce(bool enabled, const HierarchyPlan& plan, int
 // kHierarchical and there is something to move.
 CollectiveAlgorithm ChooseAllgather(bool enabled, const HierarchyPlan& plan, int64_t total_bytes);
 
+// How the cross step of a hierarchical allreduce reduces one member's block (`count` elements,
+// `bytes` bytes) among the `hosts` members with its local index: one Allreduce of the cross
+// backend for a block of at most kCrossAllreduceMaxBytes (latency-bound: the transport's
+// recursive doubling takes log2(hosts) steps) or with fewer elements than hosts; otherwise a
+// ReduceScatter then an Allgatherv, which carry 2 (hosts - 1) / hosts of the block over each
+// host's link whatever the transport's own allreduce would do (Open MPI 4.1's allreduce of 2 MiB
+// among 3 ranks sends 2.5 times that over the first host's link: docs/hierarchical.md).
+enum class CrossStep { kAllreduce, kReduceScatterAllgather };
+inline constexpr int64_t kCrossAllreduceMaxBytes = int64_t{64} << 10;
+CrossStep ChooseCrossStep(int64_t count, int64_t bytes, int32_t hosts);
+
 }  // namespace chorus::ops
 
 #endif  // CHORUS_OPS_HIERARCHICAL_HIERARCHY_LAYOUT_H_

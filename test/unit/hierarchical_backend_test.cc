@@ -109,7 +109,9 @@ TEST_CASE("Hierarchical allreduce equals the flat one: every dtype and op, uneve
                                           std::vector<int>{0, 1, 0, 1});       // interleaved
   const int n = static_cast<int>(hosts.size());
   const int local_size = n / (*std::max_element(hosts.begin(), hosts.end()) + 1);
-  const std::vector<int64_t> counts = {local_size - 1, local_size, 5, 1001};
+  // 40001: blocks above kCrossAllreduceMaxBytes for the 4- and 8-byte types (the cross step as
+  // reduce-scatter + allgather), below it for the others.
+  const std::vector<int64_t> counts = {local_size - 1, local_size, 5, 1001, 40001};
   struct Case {
     DataType dtype;
     ReduceOp op;
@@ -189,8 +191,8 @@ TEST_CASE("Hierarchical allreduce equals the flat one: every dtype and op, uneve
   // Counts below the local size run flat, every other one hierarchically.
   const int64_t per_count = static_cast<int64_t>(std::size(kReducible) * std::size(kOps) * 2);
   for (int r = 0; r < n; ++r) {
-    CHECK(counters[r].hierarchical_allreduces == per_count * 3);
-    CHECK(counters[r].flat_allreduces == per_count * 5);  // the flat runs and count L - 1
+    CHECK(counters[r].hierarchical_allreduces == per_count * 4);
+    CHECK(counters[r].flat_allreduces == per_count * 6);  // the flat runs and count L - 1
   }
 }
 

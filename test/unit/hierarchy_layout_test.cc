@@ -172,5 +172,15 @@ TEST_CASE("Which algorithm a call runs", "[hierarchical]") {
   }
 }
 
+TEST_CASE("How the cross step reduces a block", "[hierarchical]") {
+  CHECK(ChooseCrossStep(100, 400, 3) == CrossStep::kAllreduce);
+  CHECK(ChooseCrossStep(16384, kCrossAllreduceMaxBytes, 3) == CrossStep::kAllreduce);
+  CHECK(ChooseCrossStep(16385, kCrossAllreduceMaxBytes + 4, 3) ==
+        CrossStep::kReduceScatterAllgather);
+  CHECK(ChooseCrossStep(1 << 20, 4 << 20, 2) == CrossStep::kReduceScatterAllgather);
+  // Fewer elements than hosts (a huge element type would be one): one allreduce.
+  CHECK(ChooseCrossStep(2, 1 << 20, 3) == CrossStep::kAllreduce);
+}
+
 }  // namespace
 }  // namespace chorus::ops
