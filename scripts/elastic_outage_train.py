@@ -23,6 +23,7 @@ Every process appends JSON lines {"kind", "time" (time.time()), "pid", "rank", "
   failed    chorus: a collective failed (HorovodInternalError), rank/gen of the failed world
   restored  chorus: the state rolled back to the last commit
   reformed  chorus: the new world formed (the state's reset callback)
+  sync      chorus: the state's sync from rank 0 begins
   interrupt chorus: host update seen at a commit (HostsUpdatedInterrupt)
 "gen": torchrun's restart count, or chorus's elastic generation (-1 for a joiner not yet placed).
 """
@@ -148,6 +149,11 @@ def run_chorus():
         return hvd.rank(), hvd.size(), int(os.environ['CHORUS_ELASTIC_GENERATION'])
 
     class State(hvd.elastic.TorchState):
+        def sync(self):
+            rank, size, gen = where()
+            log('sync', rank=rank, size=size, gen=gen)
+            super().sync()
+
         def restore(self):
             super().restore()
             rank, size, gen = where()
