@@ -16,9 +16,10 @@ Variants (3 workers each; interleaved: repetition r runs every variant before r 
                    rank 0 checkpoints to a file every --commit-every steps, every worker loads it
                    at start. torchrun's defaults otherwise (it checks its workers every 5 s).
   torchrun-0.1s    the same with --monitor_interval 0.1: the restart itself, without the wait.
-  chorus-spare     chorusrun -np 3 --min-np 2 --max-np 3, hosts localhost:1 127.0.0.1:1 H:2 (H
-                   this machine's name): the lost worker's slot stays free and a joiner is
-                   started for it; the survivors must go on without waiting for it.
+  chorus-spare     chorusrun -np 3 --min-np 2 --max-np 3, hosts 127.0.0.1:1 localhost:1 H:2 (H
+                   this machine's name; ranks 0, 1, 2 in that order, chorusrun orders new hosts
+                   by name): the lost worker's slot stays free and a joiner is started for it;
+                   the survivors must go on without waiting for it.
   chorus-shrink    the same with H:1: no free slot, the survivors go on as 2.
 Every worker has a host name of its own for the kills (a failed worker's host is blacklisted with
 its other workers); all are this machine.
@@ -37,12 +38,13 @@ A second part (--split-ranks) measures chorus's phases at N ranks (chorus-shrink
 127.0.0.1:N-1 and localhost:1, rank N-1 killed, the one on localhost: chorusrun orders new hosts
 by name; --min-np N-1).
 
-Usage: scripts/elastic_outage_bench.py [--reps 3] [--variants ...] [--split-ranks 2 4 8 16]
-           [--json FILE] [--chorusrun PATH]
+Usage: scripts/elastic_outage_bench.py [--reps 3] [--variants ...] [--killed-ranks 1 0]
+           [--split-ranks 2 4 8 16] [--split-reps 2] [--json FILE] [--chorusrun PATH]
 PYTHONPATH must reach the chorus package (build/python). Prints one line per job, then the
 tables and the ratios against the torchrun median. Exit status 1 when a job fails, times out, or
-its numbers are not sane (a phase negative, recomputed outside [0, 2 x --commit-every], the
-survivors not in one new world of the expected size); a missed target is reported, not an error.
+its numbers are not sane (a phase negative, recomputed outside [0, 2 x --commit-every], the new
+world not resumed after a commit, the survivors not in one new world of the expected size); a
+missed target is reported, not an error.
 """
 import argparse
 import json
@@ -71,14 +73,18 @@ class JobError(RuntimeError):
 class Job:
     """One launcher run in a directory of its own: events, output, hosts, checkpoint."""
 
-    def __init__(self, name, argv, timeout, extra_env=None):
+    def __init__(self, name, argv, timeout, hosts=None):
+        """argv: '{dir}' stands for the job's directory. hosts: [(name, slots)] for a discovery
+        script at {dir}/discover.sh."""
         self.name = name
         self.dir = tempfile.mkdtemp(prefix='outage_')
+        if hosts:
+            write_discovery(self.dir, hosts)
         self.events_path = os.path.join(self.dir, 'events')
         self.all = []
         self._pending = b''
         self._offset = 0
-        env = dict(os.environ, OUTAGE_EVENTS=self.events_path, **(extra_env or {}))
+        env = dict(os.environ, OUTAGE_EVENTS=self.events_path)
         self.out = open(os.path.join(self.dir, 'output'), 'w')
         self.argv = [a.format(dir=self.dir) for a in argv]
         self.proc = subprocess.Popen(self.argv, stdout=self.out, stderr=subprocess.STDOUT,
@@ -169,16 +175,10 @@ def start_torchrun(args, monitor_interval):
 
 
 def start_chorus(args, n, hosts, min_np):
-    # The discovery script needs the job's directory, which exists once the Job does: write it
-    # at a fixed name first, then start.
-    job_dir = tempfile.mkdtemp(prefix='outage_hosts_')
-    script = write_discovery(job_dir, hosts)
     argv = [args.chorusrun, '-np', str(n), '--min-np', str(min_np), '--max-np', str(n),
-            '--host-discovery-script', script, sys.executable] + train_args(args) + \
-        ['--launcher', 'chorus']
-    job = Job('chorus', argv, args.job_timeout)
-    job.hosts_dir = job_dir
-    return job
+            '--host-discovery-script', '{dir}/discover.sh', sys.executable] + \
+        train_args(args) + ['--launcher', 'chorus']
+    return Job('chorus', argv, args.job_timeout, hosts)
 
 
 def first_by(events, key):
@@ -258,11 +258,13 @@ def analyze_chorus(events, killed, old_gen, survivors, spare):
                             ('re-form', latest(reformed)), ('sync', latest(ready)),
                             ('first step', latest(first_steps))])
     row = {'outage_s': sum(s for _, s in split), 'phases': dict(split),
-           'step_s': step_time(events, killed), 'restore_s': latest(restored) - max(e['time'] for e in failed),
+           'step_s': step_time(events, killed),
+           'restore_s': latest(restored) - max(e['time'] for e in failed),
            'resumed_after': min(resumed), 'recomputed': last_old - min(resumed),
            'new_size': sizes.pop()}
     if spare:
-        joined = [e for e in of(mine, 'step') if e['gen'] > new_gen and e['size'] == 3]
+        joined = [e for e in of(mine, 'step')
+                  if e['gen'] > new_gen and e['size'] == len(survivors) + 1]
         if joined:
             join_gen = min(e['gen'] for e in joined)
             first_joined = first_by([e for e in joined if e['gen'] == join_gen],
@@ -324,7 +326,6 @@ def run_chorus(args, n, victim_rank, hosts, spare):
         return analyze_chorus(job.events(), killed, 0, survivors, spare)
     finally:
         job.close()
-        shutil.rmtree(job.hosts_dir, ignore_errors=True)
 
 
 def run_variant(args, variant, victim_rank):
@@ -405,8 +406,8 @@ def targets(rows):
 
 def print_variants(cells, t):
     print('\nSIGKILL of one of 3 workers: median (min-max) over the repetitions, seconds')
-    print(f'| variant | killed | outage | / torchrun median | recomputed steps | phases '
-          f'(median s) | step |')
+    print('| variant | killed | outage | / torchrun median | recomputed steps | phases '
+          '(median s) | step |')
     print('|---|---|---|---|---|---|---|')
     ref = t['torchrun_median_s']
     for c in cells:
@@ -458,6 +459,10 @@ def main():
     args = parser.parse_args()
     if args.kill_step >= args.steps:
         parser.error('--kill-step must be below --steps')
+    needs_chorusrun = any(v.startswith('chorus') for v in args.variants) or args.split_ranks
+    if needs_chorusrun and not os.access(args.chorusrun, os.X_OK):
+        parser.error(f'no chorusrun at {args.chorusrun}: build it (scripts/build.sh) or pass '
+                     '--chorusrun PATH')
 
     rows, split_rows = [], []
     load_at_start = os.getloadavg()
