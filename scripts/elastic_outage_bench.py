@@ -87,8 +87,14 @@ class Job:
         env = dict(os.environ, OUTAGE_EVENTS=self.events_path)
         self.out = open(os.path.join(self.dir, 'output'), 'w')
         self.argv = [a.format(dir=self.dir) for a in argv]
-        self.proc = subprocess.Popen(self.argv, stdout=self.out, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+        try:
+            self.proc = subprocess.Popen(self.argv, stdout=self.out, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, env=env,
+                                         start_new_session=True)
+        except OSError as e:
+            self.out.close()
+            shutil.rmtree(self.dir, ignore_errors=True)
+            raise JobError(f'{name}: cannot start {self.argv[0]}: {e}')
         self.deadline = time.monotonic() + timeout
 
     def events(self):
