@@ -54,6 +54,20 @@ bool ParseDouble(absl::string_view text, bool allow_zero, double* out) {
   return true;
 }
 
+// Parses a number of `unit`s (absl::Milliseconds(1) or absl::Seconds(1)) as ParseDouble does, into
+// a Duration it fits: too large a count would saturate to InfiniteDuration (which no variable
+// means, and Describe() cannot render back), and where zero is not allowed, one so small that it
+// rounds to zero is refused too.
+bool ParseDuration(absl::string_view text, absl::Duration unit, bool allow_zero,
+                   absl::Duration* out) {
+  double count = 0;
+  if (!ParseDouble(text, allow_zero, &count)) return false;
+  const absl::Duration d = count * unit;
+  if (d == absl::InfiniteDuration() || (d == absl::ZeroDuration() && !allow_zero)) return false;
+  *out = d;
+  return true;
+}
+
 bool ParseBool(absl::string_view text, bool* out) {
   const std::string lower = absl::AsciiStrToLower(text);
   if (lower == "1" || lower == "true" || lower == "yes" || lower == "on") {
@@ -101,10 +115,7 @@ const Variable kVariables[] = {
      "batching window of the background loop while work is pending (ends once local "
      "submissions pause; checked after 50 us, then at doubling intervals)",
      [](absl::string_view text, Config* c) {
-       double ms = 0;
-       if (!ParseDouble(text, /*allow_zero=*/false, &ms)) return false;
-       c->cycle_time = absl::Milliseconds(ms);
-       return true;
+       return ParseDuration(text, absl::Milliseconds(1), /*allow_zero=*/false, &c->cycle_time);
      },
      [](const Config& c) { return FormatDouble(absl::ToDoubleMilliseconds(c.cycle_time)); }},
     {"CHORUS_CACHE_CAPACITY",
@@ -156,10 +167,7 @@ const Variable kVariables[] = {
      "expected a non-negative number of seconds (0 = never)",
      "seconds a launched GPU batch may run before its communicators are aborted; 0 = never",
      [](absl::string_view text, Config* c) {
-       double s = 0;
-       if (!ParseDouble(text, /*allow_zero=*/true, &s)) return false;
-       c->gpu_op_timeout = absl::Seconds(s);
-       return true;
+       return ParseDuration(text, absl::Seconds(1), /*allow_zero=*/true, &c->gpu_op_timeout);
      },
      [](const Config& c) { return FormatDouble(absl::ToDoubleSeconds(c.gpu_op_timeout)); }},
     {"CHORUS_STALL_CHECK_TIME_SECONDS",
@@ -167,10 +175,7 @@ const Variable kVariables[] = {
      "expected a positive number of seconds",
      "seconds after which the coordinator warns about a tensor some ranks have not submitted",
      [](absl::string_view text, Config* c) {
-       double s = 0;
-       if (!ParseDouble(text, /*allow_zero=*/false, &s)) return false;
-       c->stall_warning_time = absl::Seconds(s);
-       return true;
+       return ParseDuration(text, absl::Seconds(1), /*allow_zero=*/false, &c->stall_warning_time);
      },
      [](const Config& c) { return FormatDouble(absl::ToDoubleSeconds(c.stall_warning_time)); }},
     {"CHORUS_STALL_SHUTDOWN_TIME_SECONDS",
@@ -178,10 +183,7 @@ const Variable kVariables[] = {
      "expected a non-negative number of seconds (0 = never)",
      "seconds after which stalled ops fail with DeadlineExceeded on every rank; 0 = never",
      [](absl::string_view text, Config* c) {
-       double s = 0;
-       if (!ParseDouble(text, /*allow_zero=*/true, &s)) return false;
-       c->stall_shutdown_time = absl::Seconds(s);
-       return true;
+       return ParseDuration(text, absl::Seconds(1), /*allow_zero=*/true, &c->stall_shutdown_time);
      },
      [](const Config& c) { return FormatDouble(absl::ToDoubleSeconds(c.stall_shutdown_time)); }},
     {"CHORUS_STALL_CHECK_DISABLE",
@@ -195,10 +197,7 @@ const Variable kVariables[] = {
      "expected a positive number of milliseconds",
      "how long an idle background loop sleeps between cycles",
      [](absl::string_view text, Config* c) {
-       double ms = 0;
-       if (!ParseDouble(text, /*allow_zero=*/false, &ms)) return false;
-       c->idle_cycle_time = absl::Milliseconds(ms);
-       return true;
+       return ParseDuration(text, absl::Milliseconds(1), /*allow_zero=*/false, &c->idle_cycle_time);
      },
      [](const Config& c) { return FormatDouble(absl::ToDoubleMilliseconds(c.idle_cycle_time)); }},
     {"CHORUS_NO_PROGRESS_TIMEOUT_SECONDS",
@@ -207,10 +206,7 @@ const Variable kVariables[] = {
      "MPI: seconds the background loop may wait on its peers without any call completing before "
      "the job is ended with MPI_Abort; 0 = no bound",
      [](absl::string_view text, Config* c) {
-       double s = 0;
-       if (!ParseDouble(text, /*allow_zero=*/true, &s)) return false;
-       c->no_progress_timeout = absl::Seconds(s);
-       return true;
+       return ParseDuration(text, absl::Seconds(1), /*allow_zero=*/true, &c->no_progress_timeout);
      },
      [](const Config& c) { return FormatDouble(absl::ToDoubleSeconds(c.no_progress_timeout)); }},
     {"CHORUS_LOG_LEVEL",
@@ -342,10 +338,7 @@ const Variable kVariables[] = {
      "expected a positive number of seconds",
      "how long an MPI-less launch waits for every rank to join",
      [](absl::string_view text, Config* c) {
-       double s = 0;
-       if (!ParseDouble(text, /*allow_zero=*/false, &s)) return false;
-       c->start_timeout = absl::Seconds(s);
-       return true;
+       return ParseDuration(text, absl::Seconds(1), /*allow_zero=*/false, &c->start_timeout);
      },
      [](const Config& c) { return FormatDouble(absl::ToDoubleSeconds(c.start_timeout)); }},
     {"CHORUS_ELASTIC_WORKER_ID",
@@ -377,10 +370,7 @@ const Variable kVariables[] = {
      "expected a positive number of seconds",
      "how long an elastic worker waits for chorusrun's next generation",
      [](absl::string_view text, Config* c) {
-       double s = 0;
-       if (!ParseDouble(text, /*allow_zero=*/false, &s)) return false;
-       c->elastic_timeout = absl::Seconds(s);
-       return true;
+       return ParseDuration(text, absl::Seconds(1), /*allow_zero=*/false, &c->elastic_timeout);
      },
      [](const Config& c) { return FormatDouble(absl::ToDoubleSeconds(c.elastic_timeout)); }},
     {"CHORUS_RANK",
