@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -455,16 +456,23 @@ const Variable kVariables[] = {
 
 // A peer with nothing to do runs a cycle (and so answers its peers' negotiation) only once
 // per idle cycle time, or cycle time while some rank has ops pending: a no-progress bound
-// below twice that would end healthy jobs.
-absl::Status CheckNoProgressTimeout(const Config& c) {
+// below twice that would end healthy jobs. `read_as` maps a variable's CHORUS_* name to the name
+// its value was read under (a Horovod alias, when only that was set): the message names what the
+// user set.
+absl::Status CheckNoProgressTimeout(const Config& c,
+                                    const std::map<absl::string_view, const char*>& read_as) {
+  const auto name = [&read_as](const char* canonical) {
+    auto it = read_as.find(canonical);
+    return it == read_as.end() ? canonical : it->second;
+  };
   if (c.no_progress_timeout == absl::ZeroDuration()) return absl::OkStatus();
   const absl::Duration cycle = std::max(c.idle_cycle_time, c.cycle_time);
   if (c.no_progress_timeout > 2 * cycle) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
-      "CHORUS_NO_PROGRESS_TIMEOUT_SECONDS=",
+      name("CHORUS_NO_PROGRESS_TIMEOUT_SECONDS"), "=",
       FormatDouble(absl::ToDoubleSeconds(c.no_progress_timeout)), " must exceed twice ",
-      c.idle_cycle_time >= c.cycle_time ? "CHORUS_IDLE_CYCLE_MS" : "CHORUS_CYCLE_TIME_MS", " (",
-      FormatDouble(absl::ToDoubleMilliseconds(cycle)),
+      name(c.idle_cycle_time >= c.cycle_time ? "CHORUS_IDLE_CYCLE_MS" : "CHORUS_CYCLE_TIME_MS"),
+      " (", FormatDouble(absl::ToDoubleMilliseconds(cycle)),
       " ms): a peer with nothing to do answers only once per cycle; raise it, or set it to 0 to "
       "disable the bound"));
 }
@@ -474,6 +482,7 @@ absl::Status CheckNoProgressTimeout(const Config& c) {
 absl::StatusOr<Config> Config::FromEnvironment(const Lookup& lookup) {
   const Lookup get = lookup ? lookup : Lookup([](const char* name) { return ::getenv(name); });
   Config config;
+  std::map<absl::string_view, const char*> read_as;
   for (const Variable& var : kVariables) {
     const char* read_name = var.name;
     const char* value = get(var.name);
@@ -483,12 +492,13 @@ absl::StatusOr<Config> Config::FromEnvironment(const Lookup& lookup) {
       value = get(alias);
     }
     if (value == nullptr) continue;
+    read_as[var.name] = read_name;
     if (!var.parse(absl::StripAsciiWhitespace(value), &config)) {
       return absl::InvalidArgumentError(
           absl::StrCat(read_name, "=\"", value, "\": ", var.expected));
     }
   }
-  CHORUS_RETURN_IF_ERROR(CheckNoProgressTimeout(config));
+  CHORUS_RETURN_IF_ERROR(CheckNoProgressTimeout(config, read_as));
   return config;
 }
 
