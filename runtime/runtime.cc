@@ -9,6 +9,7 @@
 
 #include "base/logging.h"
 #include "base/status_macros.h"
+#include "runtime/collective_math.h"
 #include "runtime/process_set_ranks.h"
 
 namespace chorus::runtime {
@@ -129,19 +130,10 @@ absl::Status CheckHasFirstDimension(const OpRequest& r) {
 // input has a first dimension (CheckHasFirstDimension).
 absl::Status CheckAlltoallSplits(const OpRequest& r, int set_size) {
   const int64_t rows = r.input.shape[0];
+  if (AreValidSplits(r.splits, rows, static_cast<size_t>(set_size))) return absl::OkStatus();
   if (r.splits.empty()) {
-    if (rows % set_size == 0) return absl::OkStatus();
     return Invalid(r, absl::StrCat("first dimension ", rows, " does not divide evenly among ",
                                    set_size, " ranks; pass splits"));
-  }
-  int64_t sum = 0;
-  bool negative = false;
-  for (int64_t s : r.splits) {
-    sum += s;
-    negative |= s < 0;
-  }
-  if (static_cast<int>(r.splits.size()) == set_size && !negative && sum == rows) {
-    return absl::OkStatus();
   }
   return Invalid(r,
                  absl::StrCat("splits [", absl::StrJoin(r.splits, ", "), "] must hold ", set_size,
