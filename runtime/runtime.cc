@@ -10,6 +10,7 @@
 #include "base/logging.h"
 #include "base/status_macros.h"
 #include "runtime/collective_math.h"
+#include "runtime/message.h"
 #include "runtime/process_set_ranks.h"
 
 namespace chorus::runtime {
@@ -39,12 +40,9 @@ absl::Status ValidateTensor(const OpRequest& r, const TensorView& t, const char*
       return Invalid(
           r, absl::StrCat(which, " has a negative dimension in shape ", ShapeToString(t.shape)));
   }
-  int64_t elements = 1;
-  for (int64_t d : t.shape) {
-    if (__builtin_mul_overflow(elements, d, &elements) || elements > (int64_t{1} << 56)) {
-      return Invalid(
-          r, absl::StrCat(which, " shape ", ShapeToString(t.shape), " has too many elements"));
-    }
+  if (!IsValidShape(t.shape)) {
+    return Invalid(r, absl::StrCat(which, " shape ", ShapeToString(t.shape),
+                                   " is too large: its non-zero dimensions multiply past 2^56"));
   }
   if (t.data == nullptr && t.num_elements() > 0) {
     return Invalid(r, absl::StrCat(which, " has no data but shape ", ShapeToString(t.shape)));

@@ -364,6 +364,12 @@ TEST_CASE("bad local arguments are rejected by Enqueue", "[mpi][errors]") {
          r.type = static_cast<OpType>(42);
          return r;
        }},
+      {"an empty tensor whose other dimensions multiply past 2^56", kInvalid,
+       [&] {
+         OpRequest r = allreduce("errors.local.hugeempty");
+         r.input.shape = {0, int64_t{1} << 40, int64_t{1} << 40};
+         return r;
+       }},
       {"negative dimension", kInvalid,
        [&] {
          OpRequest r = allreduce("errors.local.negdim");
