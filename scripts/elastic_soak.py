@@ -29,7 +29,8 @@ Checked for every run (test/elastic/soak_checks.py):
   - no exception but the scheduled ones;
   - no process of the job (workers, their children, discovery scripts) left once chorusrun
     has exited (looked up in /proc by a variable only this run's processes carry);
-  - chorusrun's CPU (utime + stime from /proc) over every 2 s window stays below --cpu-limit;
+  - chorusrun's CPU (utime + stime from /proc) over every 2 s window stays below --cpu-limit
+    (15% of a core);
 Outage per fault: from the fault to the first step finished after it in a later generation.
 
 Usage: PYTHONPATH=build/python scripts/elastic_soak.py --seeds 0-199 [--jobs N]
@@ -445,7 +446,9 @@ def main():
     parser.add_argument('--keep-logs', help='copy every run\'s directory to DIR/seed-N')
     parser.add_argument('--discovery-interval', type=float, default=0.05,
                         help='CHORUS_ELASTIC_DISCOVERY_INTERVAL, seconds')
-    parser.add_argument('--cpu-limit', type=float, default=0.3,
+    # Waiting, chorusrun sleeps: a few % of a core over 2 s here (forking the discovery script
+    # every 50 ms, serving the workers' long polls); the limit leaves a margin for a busy machine.
+    parser.add_argument('--cpu-limit', type=float, default=0.15,
                         help="chorusrun's highest CPU share over any 2 s window (cores)")
     parser.add_argument('--print-schedules', action='store_true',
                         help='print the schedules of the seeds and exit')
