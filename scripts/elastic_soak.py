@@ -11,32 +11,57 @@ soak sends SIGKILL, SIGSTOP or SIGTERM to a worker's pid from outside (landing a
 step); a worker rewrites the discovery file to add a host or remove one; and sometimes a second
 event strikes while the others re-form (before adopting the next generation, or before the
 state sync). The victim is rank 0 or another; slots may be spare or not; --min-np may stay
-reachable after the event or not. The training script is test/elastic/soak_train.py.
+reachable after the event or not. The training script is test/elastic/soak_train.py; while a
+joining worker starts, the soak slows its steps (its --pace-file), so that the joiner joins
+while the job still trains.
 
-Checked for every run (test/elastic/soak_checks.py):
+The policy (elastic/next_generation.h): a lost worker's survivors go on at once; free slots get
+joining workers that join in a later generation once they have started; survivors below
+--min-np are held until joiners arrive; none left: the next generation starts afresh. How fast
+a joiner starts decides generation numbers and when the world grows back, so the soak checks
+invariants rather than one exact sequence (test/elastic/soak_checks.py):
   - the job ends within a bound computed from the schedule (worker starts, training, per event
-    the heartbeat, discovery interval, elastic timeout, grace period); on an overrun every
-    process of the job is killed and the violation says what was seen (chorusrun's CPU over
-    the last 2 s, its state, whether it obeyed SIGTERM, a gdb backtrace in the kept logs);
-  - status 0, or the documented failure (status 1, "chorusrun: elastic job failed: ...":
-    fewer than --min-np, every host blacklisted, reset limit) when the schedule makes the job
-    unable to go on, as chorusrun's documented policy predicts; where the schedule makes them
-    certain, the reset lines (count, causes) and each generation's hosts by rank;
+    the heartbeat, discovery interval, a start of the joiners it brings, the blacklist
+    cooldown, the elastic timeout, the grace period), and without a stall: no step, world
+    formed or fault for longer than the longest legitimate pause (a start of workers after a
+    heartbeat's silence; the elastic timeout where the job is to fail) plus 15 s. On an overrun
+    or a stall every process of the job is killed and the violation says what was seen
+    (chorusrun's CPU over the last 2 s, its state, whether it obeyed SIGTERM, gdb backtraces of
+    every process in the kept logs);
+  - status 0, or the documented failure (status 1 and "chorusrun: elastic job failed: ...":
+    fewer than --min-np for --elastic-timeout, naming the slots available, every host
+    blacklisted, naming them, or the reset limit, naming the refused reset's cause where
+    certain) when the schedule makes the job unable to go on;
+  - the reset lines: numbered one by one, each size following on the last, never above
+    --max-np, on hold exactly when below --min-np, joiners on the last ranks, each loss named
+    with the right rank's host, how it ended and whether its host was blacklisted, matching a
+    fault that struck (and, once the job trained to the end, every fault named); the first
+    event's cause exactly; as many generations as the schedule can bring (exactly K when
+    --reset-limit K ended the job); no joining worker lost;
+  - the worlds formed: the first one's hosts by rank as predicted; each one's size as its line
+    says, every rank once, never one on hold; survivors keep the lowest ranks in their old
+    order with newcomers after them; no host over its slots, none used after it was
+    blacklisted (no cooldown) or removed; every joiner that called chorus init while the job
+    kept training for 8 s more has joined;
   - every kept step trained exactly once: per epoch, over the lineage of states (work after the
-    last commit of a failed generation is redone, and only that), every sample once;
+    last commit of a failed generation is redone, and only that; a fresh start begins the
+    lineage again at step 0 with the initial parameters), every sample once;
   - replicas bit-identical after every step and at the end; a generation resumes from a state
-    the job really had;
+    the job really had; the state's plain attributes agree with the model after every sync;
   - no exception but the scheduled ones;
   - no process of the job (workers, their children, discovery scripts) left once chorusrun
     has exited (looked up in /proc by a variable only this run's processes carry);
   - chorusrun's CPU (utime + stime from /proc) over every 2 s window stays below --cpu-limit
     (15% of a core);
-Outage per fault: from the fault to the first step finished after it in a later generation.
+  - the outage of each loss (from the fault to the first step finished after it in a later
+    generation) stays below 6 s (the survivors go on at once), plus the heartbeat for SIGSTOP
+    and a start of the joiners where the survivors may be held for them or start afresh.
 
-Usage: PYTHONPATH=build/python scripts/elastic_soak.py --seeds 0-199 [--jobs N]
+Usage: PYTHONPATH=build/python scripts/elastic_soak.py --seeds 0-239 [--jobs N]
        [--chorusrun build/launcher/chorusrun] [--keep-logs DIR] [--discovery-interval 0.05]
 Prints one line per seed (seed, the schedule, the outcome, the violations) and a summary (runs,
-violations, p50/p99/max outage). Exit status 1 when any run broke an invariant.
+violations, p50/p99/max outage by fault kind, chorusrun's peak CPU). Exit status 1 when any run
+broke an invariant.
 """
 
 import argparse
@@ -48,7 +73,6 @@ import secrets
 import shutil
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -69,12 +93,15 @@ TRAIN = os.path.join(ROOT, 'test', 'elastic', 'soak_train.py')
 START_S = 12.0
 STEP_S = 0.05
 CPU_WINDOW_S = 2.0
-# No step, formation or fault logged for this long while the job runs: the soak saves every job
-# process's stacks (gdb) once, for the report.
-STALL_SNAPSHOT_S = 20.0
-# An outage longer than this (plus the heartbeat for SIGSTOP) is a violation even within the
-# bound: a start of the replacements and a margin.
-OUTAGE_LIMIT_S = 1.5 * START_S
+# No step, formation or fault logged for this long while the job runs is a stall: the longest
+# legitimate pauses are a start of workers (the first, or joiners the survivors are held for)
+# after a worker silent for the heartbeat, or (where the job is to fail for want of slots) the
+# elastic timeout and the grace periods; plus a margin. Tight enough to catch a stall of 60 s.
+STALL_MARGIN_S = 15.0
+# An outage longer than this is a violation even within the bound: the survivors go on at once
+# (a reset, plus a margin for a loaded machine); plus the heartbeat for SIGSTOP, and a start of
+# the joining workers where the survivors may be held for them (or start afresh).
+OUTAGE_LIMIT_S = 6.0
 # From a worker's exit 0 to chorusrun's end: the grace period, the stop and a margin.
 EXIT0_LIMIT_S = soak_schedule.GRACE_S + 7
 SOAK_VAR = 'CHORUS_SOAK_RUN'
@@ -199,6 +226,12 @@ class Run:
         os.mkdir(self.logs)
         os.mkdir(self.markers)
         self.bound = schedule.bound(opts.discovery_interval, START_S, STEP_S)
+        self.pace_file = self.path('slow')
+        self.stall_limit = START_S + soak_schedule.HEARTBEAT_S + STALL_MARGIN_S
+        if schedule.expect.outcome == 'fail':
+            self.stall_limit = max(self.stall_limit, schedule.elastic_timeout +
+                                   2 * soak_schedule.GRACE_S + STALL_MARGIN_S)
+        self.cut_short = False  # the soak ended the job (overrun or stall)
         self.violations = []
         self.notes = []
         self.soak_faults = []  # the events the soak delivered itself
@@ -224,7 +257,9 @@ class Run:
         argv += [self.opts.python, TRAIN, '--log-dir', self.logs, '--plan',
                  self.path('plan.json'), '--epochs', str(s.epochs), '--samples', str(s.samples),
                  '--commit-every', str(s.commit_every), '--hidden', str(s.hidden),
-                 '--step-seconds', str(s.step_seconds), '--give-up', str(int(self.bound) + 120)]
+                 '--step-seconds', str(s.step_seconds), '--slow-step-seconds',
+                 str(s.slow_step_seconds), '--pace-file', self.pace_file,
+                 '--give-up', str(int(self.bound) + 120)]
         if s.spawn_child:
             argv.append('--spawn-child')
         return argv
@@ -243,8 +278,10 @@ class Run:
             if e.rank not in pids:
                 continue
             sig = getattr(signal, soak_schedule.SIGNAL_OF[e.kind])
+            host = next(r['host'] for r in formed[g] if r['rank'] == e.rank)
             self.soak_faults.append(dict(t=time.time(), gen=g, label=f'{e.id}:{e.kind}',
-                                         pid=pids[e.rank], rank=e.rank))
+                                         pid=pids[e.rank], rank=e.rank, id=e.id, kind=e.kind,
+                                         host=host))
             open(os.path.join(self.markers, e.id), 'w').close()
             try:
                 os.kill(pids[e.rank], sig)
@@ -252,7 +289,20 @@ class Run:
                 self.notes.append(f'{e.id}: pid {pids[e.rank]} was gone already')
             pending.remove(e)
 
-    def overrun(self, proc):
+    def pace(self, tail):
+        """The slow pace (soak_train.py's --pace-file) while a joining worker is starting: one
+        started (generation -1), alive, and not yet in a formed world."""
+        formed = {r['pid'] for r in tail.records if r['ev'] == 'formed'}
+        starting = [r['pid'] for r in tail.records if r['ev'] == 'start' and r['gen'] == -1
+                    and r['pid'] not in formed and proc_state(r['pid'])[0] not in 'gZX']
+        if starting and not os.path.exists(self.pace_file):
+            open(self.pace_file, 'w').close()
+        elif not starting and os.path.exists(self.pace_file):
+            os.unlink(self.pace_file)
+
+    def overrun(self, proc, what):
+        """Ends a job that overran its bound or stalled (`what`), saying what it was doing."""
+        self.cut_short = True
         recent = [(t, c) for t, c in self.cpu if t >= self.cpu[-1][0] - CPU_WINDOW_S]
         rate = ((recent[-1][1] - recent[0][1]) / (recent[-1][0] - recent[0][0])
                 if len(recent) > 1 and recent[-1][0] > recent[0][0] else float('nan'))
@@ -273,7 +323,7 @@ class Run:
         with open(self.path('stderr')) as f:
             last = f.read().strip().splitlines()[-1:] or ['']
         self.violations.append(
-            f'overran its bound of {self.bound:.0f} s: chorusrun at {rate:.0%} of a core over '
+            f'{what}: chorusrun at {rate:.0%} of a core over '
             f'the last {CPU_WINDOW_S:g} s, state {state}; {obeyed}; job processes then: '
             f'{[(p, st) for p, st, _ in workers]}; last stderr line {last[0]!r}; '
             f'chorusrun\'s main thread: {" < ".join(frames[:6]) or "-"} (every stack: '
@@ -296,8 +346,7 @@ class Run:
         with open(self.path('stdout'), 'w') as out, open(self.path('stderr'), 'w') as err:
             proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
                                     env=env, cwd=self.dir)
-            overran = False
-            progress, seen, snapped = t0, 0, False
+            progress, seen = t0, 0
             while True:
                 now = time.time()
                 cpu = cpu_seconds(proc.pid)
@@ -305,39 +354,30 @@ class Run:
                     self.cpu.append((now, cpu))
                 tail.read()
                 self.deliver(tail, pending)
+                self.pace(tail)
                 for r in tail.records[seen:]:
                     if r['ev'] in ('done', 'formed', 'fault'):
                         progress = max(progress, r['t'])
                 seen = len(tail.records)
-                if not snapped and now - progress > STALL_SNAPSHOT_S:
-                    snapper = threading.Thread(target=self.stall_snapshot,
-                                               args=(now - progress,))
-                    snapper.start()  # the loop goes on watching the bound meanwhile
-                    snapped = True
                 if proc.poll() is not None:
                     break
                 if now - t0 > self.bound:
-                    overran = True
-                    self.overrun(proc)
+                    self.overrun(proc, f'overran its bound of {self.bound:.0f} s')
+                    break
+                if now - progress > self.stall_limit:
+                    self.overrun(proc, f'stalled: no step, world formed or fault for '
+                                 f'{now - progress:.0f} s (limit {self.stall_limit:.0f} s)')
                     break
                 time.sleep(0.05)
         self.ended_at = time.time()
         self.elapsed = self.ended_at - t0
-        if snapped:
-            snapper.join()
         self.status = proc.returncode
-        if not overran:
+        if not self.cut_short:
             self.check_leftovers()
         tail.read()
         self.records = tail.records
         for e in pending:
             self.notes.append(f'{e.id} ({e.kind}) was never delivered')
-
-    def stall_snapshot(self, seconds):
-        procs = run_processes(self.run_id)
-        backtraces([p for p, _, _ in procs], self.path('stall.gdb.txt'))
-        self.notes.append(f'no progress for {seconds:.0f} s: stacks of {len(procs)} processes '
-                          f'in stall.gdb.txt')
 
     def check_leftovers(self):
         give_up = time.time() + 1.0
@@ -356,22 +396,30 @@ class Run:
         with open(self.path('stderr')) as f:
             stderr_lines = f.read().splitlines()
         v = self.violations
+        # The losses struck: by a worker on itself, or by the soak.
+        faults = [dict(id=r['id'], kind=r['kind'], host=r['host']) for r in records
+                  if r['ev'] == 'fault' and r['kind'] in soak_schedule.LOSS_KINDS]
+        faults += [dict(id=f['id'], kind=f['kind'], host=f['host']) for f in self.soak_faults]
         v += soak_checks.check_outcome(s.expect, self.status, stderr_lines, records, s.epochs)
-        if not any(x.startswith('overran') for x in v):
-            v += soak_checks.check_resets(s.expect, stderr_lines)
-            v += soak_checks.check_generations(s.expect, records)
+        if not self.cut_short:
+            v += soak_checks.check_resets(s, stderr_lines, faults, self.status)
+            v += soak_checks.check_joiners(records, stderr_lines)
+        v += soak_checks.check_generations(s, records, stderr_lines)
         v += soak_checks.check_lineage(records, s.expect, s.samples, s.epochs, self.status)
         v += soak_checks.check_state_agreement(records)
         v += soak_checks.check_exceptions(records, s)
         struck = {r['id'] for r in records if r['ev'] == 'fault'}
-        struck |= {f['label'].split(':')[0] for f in self.soak_faults}
+        struck |= {f['id'] for f in self.soak_faults}
         for e in s.events:
             if e.id in struck:
                 continue
-            if e.phase in ('step', 'soak'):
+            if e.must_strike:
                 v.append(f'event {e.describe()} never struck')
             else:
                 self.notes.append(f'{e.describe()} never struck')
+        late = [line for line in stderr_lines if ' did not start chorus within ' in line]
+        if late:
+            self.notes.append(f'{len(late)} joining worker(s) stopped for starting late')
         busy = [r['t'] for r in records if r['ev'] == 'done']
         self.cpu_max, self.cpu_idle_max, cv = soak_checks.check_cpu(
             self.cpu, CPU_WINDOW_S, self.opts.cpu_limit, busy)
@@ -387,8 +435,11 @@ class Run:
                   for r in records if r['ev'] == 'fault' and r['id'] in resets]
         faults += [f for f in self.soak_faults if f['label'].split(':')[0] in resets]
         self.outages = soak_checks.outages(records, sorted(faults, key=lambda f: f['t']))
+        events = {e.id: e for e in s.events}
         for f, seconds in self.outages:
-            limit = OUTAGE_LIMIT_S + (soak_schedule.HEARTBEAT_S if 'stop' in f['label'] else 0)
+            e = events[f['label'].split(':')[0]]
+            limit = OUTAGE_LIMIT_S + (soak_schedule.HEARTBEAT_S if 'stop' in e.kind else 0)
+            limit += START_S if e.held or e.fresh else 0
             if seconds is None and self.status == 0 and s.expect.outcome == 'ok':
                 v.append(f'{f["label"]}: no step finished after it')
             elif seconds is not None and seconds > limit:
@@ -477,9 +528,9 @@ def main():
             for f, x in r.outages:
                 if x is not None:
                     kinds.setdefault(f['label'].split(':')[1], []).append(x)
-        print('  by kind: ' + ', '.join(f'{k} p50 {statistics.median(xs):.2f} s max '
-                                        f'{max(xs):.2f} s (n={len(xs)})'
-                                        for k, xs in sorted(kinds.items())))
+        for k, xs in sorted(kinds.items()):
+            print(f'  {k}: p50 {percentile(xs, 50):.2f} s, p99 {percentile(xs, 99):.2f} s, '
+                  f'max {max(xs):.2f} s (n={len(xs)})')
     print(f"chorusrun's CPU over {CPU_WINDOW_S:g} s windows: max {max(r.cpu_max for r in runs):.0%}"
           f', while no step ran {max(r.cpu_idle_max for r in runs):.0%}')
     return 1 if bad else 0

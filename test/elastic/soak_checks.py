@@ -12,12 +12,34 @@ so every rank saved it) and at most the last step finished in g, and exactly tha
 by a host change (nothing is rolled back). Every kept step was run by all ranks of its
 generation (an `intent` from each: a step that completed anywhere had everyone's gradients), and
 over the kept steps each epoch trains every sample exactly once.
+
+Fresh start. When no worker survives (chorusrun starts the next generation afresh, or only
+joiners that never received a state are left), the next formed generation shares no process
+with the last one: it must resume from step 0 with the initial parameters, and the lineage
+starts over there. The work before it is gone with its workers (no process holds it), so
+"every committed step trained exactly once" holds within the fresh run: each of its epochs
+trains every sample exactly once, and the steps of the lost run count for nothing.
+
+Membership (check_resets, check_generations, check_joiners): what the reset lines and the
+formed worlds must show under the policy of elastic/next_generation.h, whatever the timing of
+the joining workers (see soak_schedule.py for what the schedule makes certain).
 """
 
 import collections
 import re
 
+import soak_schedule
+
 FAILED_PREFIX = 'chorusrun: elastic job failed: '
+RESET_LINE = re.compile(r'chorusrun: generation (\d+): (.*?)size (\d+) -> (\d+), cause: (.*)$')
+HOLD = re.compile(r'; on hold: fewer than --min-np=(\d+) workers, waiting up to '
+                  r'--elastic-timeout=(\d+) s for more$')
+LOSS = re.compile(r'rank (\d+) on (\S+) (.+)$')
+JOINED = re.compile(r'rank (\d+) on (\S+)$')
+# A joining worker that called chorus init this long ago, while the job kept training, has
+# joined: the join window, the survivors' next commit (at the slow pace) and forming the world
+# on a loaded machine.
+JOIN_LIMIT_S = 8.0
 
 
 def by_generation(records, ev):
@@ -35,9 +57,12 @@ def check_outcome(expect, status, stderr_lines, records, epochs):
     if expect.outcome in ('ok', 'exit0'):
         if status != 0:
             v.append(f'expected status 0 ({expect.outcome}), got {status}; last line: {last!r}')
-    elif status != 1 or not last.startswith(FAILED_PREFIX + expect.message):
-        v.append(f'expected status 1 and "{FAILED_PREFIX}{expect.message}...", got status '
-                 f'{status}; last line: {last!r}')
+    elif status != 1 or not re.match(re.escape(FAILED_PREFIX) + expect.message, last):
+        v.append(f'expected status 1 and "{FAILED_PREFIX}{expect.message}..." (a regular '
+                 f'expression), got status {status}; last line: {last!r}')
+    elif expect.fail_cause and expect.fail_cause not in last:
+        v.append(f'the failure does not name the refused reset\'s cause '
+                 f'{expect.fail_cause!r}: {last!r}')
     if expect.outcome == 'ok' and status == 0:
         formed = by_generation(records, 'formed')
         finals = [r for r in records if r['ev'] == 'final']
@@ -55,20 +80,131 @@ def check_outcome(expect, status, stderr_lines, records, epochs):
     return v
 
 
-def check_resets(expect, stderr_lines):
-    """The reset lines' count and causes, where the schedule makes them certain."""
-    v = []
-    resets = [line for line in stderr_lines if re.match(r'chorusrun: generation \d+:', line)]
-    if expect.resets is not None and len(resets) != expect.resets:
-        v.append(f'expected {expect.resets} reset line(s), got {len(resets)}: {resets}')
-    text = '\n'.join(resets)
-    at = 0
-    for cause in expect.causes:
-        found = text.find(cause, at)
-        if found < 0:
-            v.append(f'reset cause {cause!r} missing (reset lines: {resets})')
+def parse_reset_lines(stderr_lines):
+    """chorusrun's reset lines (elastic/reset_log.h, next_generation.cc), each as a dict: gen,
+    before, after (sizes), hold (None or (min_np, timeout)), losses [(rank, host, how,
+    blacklisted)], joined [(rank, host)], changed (the hosts-changed text or ''), unknown (cause
+    parts none of these), line."""
+    out = []
+    for line in stderr_lines:
+        m = RESET_LINE.match(line)
+        if not m:
+            continue
+        cause = m.group(5)
+        hold = HOLD.search(cause)
+        if hold:
+            cause = cause[:hold.start()]
+        r = dict(gen=int(m.group(1)), before=int(m.group(3)), after=int(m.group(4)),
+                 hold=(int(hold.group(1)), int(hold.group(2))) if hold else None, losses=[],
+                 joined=[], changed='', unknown=[], line=line, cause=cause)
+        for part in parse_causes(cause, r):
+            r['unknown'].append(part)
+        out.append(r)
+    return out
+
+
+def parse_causes(cause, into):
+    """Adds the losses, joins and host changes of `cause` (the parts joined by "; ") to `into`;
+    returns the parts it does not know."""
+    unknown = []
+    for part in cause.split('; ') if cause else []:
+        loss = LOSS.match(part)
+        if part.startswith('joined: '):
+            for item in part[len('joined: '):].split(', '):
+                m = JOINED.match(item)
+                if m:
+                    into['joined'].append((int(m.group(1)), m.group(2)))
+                else:
+                    unknown.append(part)
+        elif part.startswith('hosts changed: '):
+            into['changed'] = part[len('hosts changed: '):]
+        elif part.endswith(' blacklisted') and into['losses'] and \
+                into['losses'][-1][1] == part[:-len(' blacklisted')]:
+            rank, host, how, _ = into['losses'][-1]
+            into['losses'][-1] = (rank, host, how, True)
+        elif loss:
+            into['losses'].append((int(loss.group(1)), loss.group(2), loss.group(3), False))
         else:
-            at = found + len(cause)
+            unknown.append(part)
+    return unknown
+
+
+def refused_reset(stderr_lines):
+    """The losses of the reset --reset-limit refused (in chorusrun's last line), parsed as a
+    reset line's."""
+    last = stderr_lines[-1] if stderr_lines else ''
+    m = re.match(re.escape(FAILED_PREFIX) + r'reset limit \d+ reached \(--reset-limit\); the '
+                 r'next reset was due to: (.*)$', last)
+    r = dict(losses=[], joined=[], changed='', line=last)
+    if m:
+        parse_causes(m.group(1), r)
+    return r
+
+
+def check_resets(schedule, stderr_lines, faults, status):
+    """The reset lines against the policy: numbered one by one, each size following on the
+    last, --max-np kept, on hold exactly below --min-np, a cause for each, joiners on the last
+    ranks, every loss named (rank, host, how, blacklisting) matching a fault the job took and,
+    once the job trained to the end, every fault named; as many as the schedule can bring (and
+    exactly --reset-limit when that ended the job). `faults`: the losses struck, dicts with id,
+    kind, host."""
+    s, expect = schedule, schedule.expect
+    v = []
+    lines = parse_reset_lines(stderr_lines)
+    size = len(expect.first_generation)
+    for i, r in enumerate(lines):
+        where = f'reset line {r["line"]!r}'
+        if r['gen'] != i + 1:
+            v.append(f'{where}: generation {r["gen"]}, expected {i + 1}')
+        if r['before'] != size:
+            v.append(f'{where}: size {r["before"]} before, but the last generation had {size}')
+        size = r['after']
+        if size > s.max_np:
+            v.append(f'{where}: more than --max-np={s.max_np} workers')
+        if r['hold'] and r['hold'] != (s.min_np, s.elastic_timeout):
+            v.append(f'{where}: on hold with other limits than --min-np={s.min_np} and '
+                     f'--elastic-timeout={s.elastic_timeout}')
+        if bool(r['hold']) != (0 < size < s.min_np):
+            v.append(f'{where}: {size} workers, --min-np={s.min_np}, but '
+                     f'{"on hold" if r["hold"] else "not on hold"}')
+        if not r['cause'] or r['unknown']:
+            v.append(f'{where}: a cause none of a loss, a release, a join: {r["unknown"]}')
+        joined = [rank for rank, _ in r['joined']]
+        if joined and joined != list(range(size - len(joined), size)):
+            v.append(f'{where}: joiners at ranks {joined}, not the last ranks of {size}')
+    if expect.first_cause and lines and any(f['id'] == 'e0' for f in faults) and \
+            expect.first_cause not in lines[0]['cause']:
+        v.append(f'the first reset line does not name the first event\'s loss '
+                 f'{expect.first_cause!r}: {lines[0]["line"]!r}')
+    # Losses against faults.
+    left = list(faults)
+    named = [x for r in lines for x in r['losses']]
+    refused = refused_reset(stderr_lines)
+    named += refused['losses']
+    for rank, host, how, blacklisted in named:
+        match = next((f for f in left if f['host'] == host and
+                      soak_schedule.how(f['kind']) == how), None)
+        if match is None:
+            v.append(f'chorusrun names a loss no fault explains: rank {rank} on {host} {how}')
+            continue
+        left.remove(match)
+        if blacklisted != soak_schedule.blacklists(match['kind']):
+            v.append(f'rank {rank} on {host} {how}: blacklisted {blacklisted}, but a '
+                     f'{match["kind"]} {"does" if not blacklisted else "does not"} blacklist')
+    if expect.outcome == 'ok' and status == 0:
+        for f in left:
+            v.append(f'fault {f["id"]} ({f["kind"]} on {f["host"]}) struck, but no reset names '
+                     f'it')
+    lo, hi = expect.resets
+    if expect.outcome == 'fail' and expect.message.startswith('reset limit'):
+        if len(lines) != s.reset_limit:
+            v.append(f'--reset-limit {s.reset_limit} ended the job after {len(lines)} resets')
+    elif not lo <= len(lines) <= hi:
+        v.append(f'{len(lines)} resets, but the schedule brings {lo} to {hi}: '
+                 f'{[r["line"] for r in lines]}')
+    for line in stderr_lines:
+        if line.startswith('chorusrun: worker ') and ' before it joined' in line:
+            v.append(f'a joining worker was lost: {line!r}')
     return v
 
 
@@ -81,14 +217,120 @@ def generation_hosts(records):
     return out
 
 
-def check_generations(expect, records):
-    if expect.generations is None:
-        return []
-    got = list(generation_hosts(records).values())
-    if got != expect.generations:
-        return [f'generations (hosts by rank) {got}, expected by the documented policy '
-                f'{expect.generations}']
-    return []
+def check_generations(schedule, records, stderr_lines):
+    """The worlds formed against the reset lines and the policy: the first one's hosts as
+    predicted; each formed one's size as its reset line says, every rank once (all of them once
+    a step ran), never one on hold; survivors keep the lowest ranks in their old order with the
+    newcomers after them, joiners on the ranks their line names; no host over its slots, none
+    used after it was blacklisted (without a cooldown) or removed."""
+    s, expect = schedule, schedule.expect
+    v = []
+    formed = by_generation(records, 'formed')
+    done = by_generation(records, 'done')
+    lines = {r['gen']: r for r in parse_reset_lines(stderr_lines)}
+    hosts = generation_hosts(records)
+    if 0 in hosts and hosts[0] != expect.first_generation:
+        v.append(f'generation 0 has hosts by rank {hosts[0]}, expected by the documented policy '
+                 f'{expect.first_generation}')
+    # Hosts gone from the job at a reset line: blacklisted (no cooldown), or removed from
+    # discovery by the schedule (never listed again in the drawn schedules).
+    ever = {h for h, _ in s.hosts} | ({s.reserve[0]} if s.reserve else set())
+    removed = set()
+    for e in s.events:
+        if e.kind == 'remove_host':
+            removed |= ever - {line.split(':')[0] for line in e.hosts.splitlines()}
+    gone = {}
+    for g, r in sorted(lines.items()):
+        for _, host, _, blacklisted in r['losses']:
+            if blacklisted and not s.cooldown:
+                gone.setdefault(host, g)
+        m = re.search(r'removed \[([^\]]*)\]', r['changed'])
+        for host in (m.group(1).split(', ') if m else []):
+            if host in removed:
+                gone.setdefault(host, g)
+    seen_pids = set()
+    previous = None  # (gen, [pid by rank])
+    for g in sorted(formed):
+        recs = formed[g]
+        ranks = sorted(r['rank'] for r in recs)
+        sizes = {r['size'] for r in recs}
+        size = recs[0]['size']
+        if len(ranks) != len(set(ranks)):
+            v.append(f'generation {g}: a rank formed twice: {ranks}')
+        if len(sizes) != 1:
+            v.append(f'generation {g}: ranks formed with different sizes {sorted(sizes)}')
+        if g > 0 and g not in lines:
+            v.append(f'generation {g} formed without a reset line')
+        elif g > 0:
+            r = lines[g]
+            if r['after'] != size:
+                v.append(f'generation {g} formed with {size} ranks, its reset line says '
+                         f'{r["after"]}')
+            if r['hold']:
+                v.append(f'generation {g} formed, but it was published on hold')
+            for rank, host in r['joined']:
+                got = [x for x in recs if x['rank'] == rank]
+                if got and (got[0]['host'] != host or got[0]['pid'] in seen_pids):
+                    v.append(f'generation {g}: rank {rank} joined on {host}, but pid '
+                             f'{got[0]["pid"]} on {got[0]["host"]} formed it'
+                             f'{" (not a new worker)" if got[0]["pid"] in seen_pids else ""}')
+        if done.get(g) and ranks != list(range(size)):
+            v.append(f'generation {g} trained, but only ranks {ranks} of {size} formed it')
+        by_rank = {r['rank']: r['pid'] for r in recs}
+        pids = [by_rank[i] for i in sorted(by_rank)]
+        if previous is not None:
+            pg, ppids = previous
+            kept = [p for p in pids if p in ppids]
+            if kept:  # not a fresh start
+                if kept != [p for p in ppids if p in kept]:
+                    v.append(f'generation {g}: the survivors of generation {pg} changed order: '
+                             f'{ppids} -> {pids}')
+                first_new = next((i for i, p in enumerate(pids) if p not in ppids), len(pids))
+                if any(p in ppids for p in pids[first_new:]):
+                    v.append(f'generation {g}: a new worker ranks before a survivor of '
+                             f'generation {pg}: {ppids} -> {pids}')
+        previous = (g, pids)
+        seen_pids |= set(pids)
+        count = collections.Counter(r['host'] for r in recs)
+        for host, n in count.items():
+            if n > expect.max_slots.get(host, 0):
+                v.append(f'generation {g}: {n} workers on {host}, which has at most '
+                         f'{expect.max_slots.get(host, 0)} slots')
+            if host in gone and g > gone[host]:
+                v.append(f'generation {g} uses {host}, gone from the job at generation '
+                         f'{gone[host]}')
+    return v
+
+
+def check_joiners(records, stderr_lines):
+    """Every joining worker that called chorus init while the job kept training for
+    JOIN_LIMIT_S more joined it, unless chorusrun stopped it (its host blacklisted or removed,
+    or it was late)."""
+    v = []
+    formed = {r['pid'] for r in records if r['ev'] == 'formed'}
+    starts = {r['pid']: r for r in records if r['ev'] == 'start'}
+    stopped_hosts = set()
+    late = set()
+    for line in stderr_lines:
+        for r in parse_reset_lines([line]):
+            stopped_hosts |= {host for _, host, _, b in r['losses'] if b}
+            m = re.search(r'removed \[([^\]]*)\]', r['changed'])
+            stopped_hosts |= set(m.group(1).split(', ') if m else [])
+        m = re.match(r'chorusrun: worker (w\d+) on \S+ did not start chorus', line)
+        if m:
+            late.add(m.group(1))
+    last_step = max((r['t'] for r in records if r['ev'] == 'done'), default=0)
+    for r in records:
+        if r['ev'] != 'init' or r['gen'] != -1 or r['pid'] in formed:
+            continue
+        start = starts.get(r['pid'], {})
+        if r['host'] in stopped_hosts or start.get('worker_id') in late:
+            continue
+        if last_step > r['t'] + JOIN_LIMIT_S:
+            v.append(f'joining worker pid {r["pid"]} ({start.get("worker_id")} on {r["host"]}) '
+                     f'called chorus init {last_step - r["t"]:.1f} s before the last step, but '
+                     f'never joined')
+    return v
 
 
 def check_lineage(records, expect, samples, epochs, status):

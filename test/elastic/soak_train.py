@@ -10,18 +10,27 @@ synced with the parameters, it is what the log calls `step`), and as the state's
 `step`, which must always agree with it. Each rank trains --batch-size (12) samples per step:
 the sampler's progress then stays a multiple of 12, so the rest of an epoch always divides among
 1 to 4 ranks and the sampler never pads (every sample is trained exactly once per epoch, which
-the soak checks exactly). A commit every
---commit-every steps and at the end of each epoch; between commits, state.check_host_updates()
-after every step (a host change is acted on at the next step, keeping the uncommitted work).
+the soak checks exactly). A commit every --commit-every steps and at the end of each epoch.
+
+Host updates are checked only through state.commit() (which saves, then checks), Horovod's
+documented pattern: on a host update the reset syncs the state from rank 0, and
+ObjectState.sync broadcasts the COMMITTED plain attributes (as Horovod's does), so a check
+between commits would send the training on with the model of the current step but the plain
+attributes (`step`, `epoch`) of the last commit. Committing first makes the two the same.
+
+Pace: each step sleeps --step-seconds while its gradients' allreduces are in flight, or
+--slow-step-seconds while the file --pace-file exists (the soak creates it while a joining
+worker is starting, so that it joins while the job still trains, as in a longer training).
 
 The loop is hvd.elastic.run's (chorus.elastic.run_fn with chorus's reset), with the reset
 wrapped so that a scheduled event can strike while the others re-form.
 
 Log: one JSON object per line, appended (one write each, unbuffered, so a SIGKILL loses nothing
-written) to --log-dir/w<pid>.jsonl; every record has `ev`, `pid`, `t` (time.time()) and the
-process's place: `gen`, `rank`, `size` of the world it formed last (before that, of the one it
-was started for):
-  start      the process started (worker id, host, the generation it was started for)
+written) to --log-dir/w<pid>.jsonl; every record has `ev`, `pid`, `t` (time.time()), the
+process's `host` (CHORUS_HOSTNAME) and its place: `gen`, `rank`, `size` of the world it formed
+last (before that, of the one it was started for: a joining worker's is generation -1, rank -1):
+  start      the process started (worker id, the generation it was started for)
+  init       about to call hvd.init() (a joining worker is ready for chorusrun from then on)
   formed     the world is formed and the state synced: epoch, step, commits, the sampler's
              processed_num and epoch, the plain attribute `step` (plain_step), digest (sha256 of
              the model's and the optimizer's tensors)
@@ -74,6 +83,9 @@ parser.add_argument('--commit-every', type=int, default=3)
 parser.add_argument('--hidden', type=int, default=64, help='width of the hidden layer')
 parser.add_argument('--step-seconds', type=float, default=0.0,
                     help="sleep in each step, while its gradients' allreduces are in flight")
+parser.add_argument('--slow-step-seconds', type=float, default=0.0,
+                    help='the same, while --pace-file exists')
+parser.add_argument('--pace-file', default='')
 parser.add_argument('--spawn-child', action='store_true')
 parser.add_argument('--give-up', type=float, default=600,
                     help='seconds after which SIGALRM ends this worker, whatever it is doing: '
@@ -88,8 +100,9 @@ LOG_FD = os.open(os.path.join(args.log_dir, f'w{PID}.jsonl'),
 # gen, rank, size of the world this process is in: the one it was started for, then the one
 # formed last.
 place = dict(gen=int(os.environ.get('CHORUS_ELASTIC_GENERATION', '0')),
-             rank=int(os.environ.get('CHORUS_RANK', '0')),
-             size=int(os.environ.get('CHORUS_SIZE', '1')))
+             rank=int(os.environ.get('CHORUS_RANK', '-1')),
+             size=int(os.environ.get('CHORUS_SIZE', '0')),
+             host=os.environ.get('CHORUS_HOSTNAME'))
 
 
 def log(ev, **fields):
@@ -104,8 +117,7 @@ def excepthook(kind, value, tb):
 
 
 sys.excepthook = excepthook
-log('start', worker_id=os.environ.get('CHORUS_ELASTIC_WORKER_ID'),
-    host=os.environ.get('CHORUS_HOSTNAME'))
+log('start', worker_id=os.environ.get('CHORUS_ELASTIC_WORKER_ID'))
 if args.spawn_child:
     child = subprocess.Popen(['sleep', str(int(args.give_up) + 60)], stdin=subprocess.DEVNULL)
     log('child', child=child.pid)
@@ -199,7 +211,10 @@ def digest(model, optimizer):
     return h.hexdigest()[:32]
 
 
+log('init')
 hvd.init()
+# The generation init joined (a joining worker's first), before the state is synced.
+place.update(gen=int(os.environ['CHORUS_ELASTIC_GENERATION']), rank=hvd.rank(), size=hvd.size())
 torch.manual_seed(7)
 torch.set_num_threads(1)
 g = torch.Generator().manual_seed(11)
@@ -242,8 +257,7 @@ def train(state):
                  size=hvd.size())
     log('formed', epoch=state.epoch, step=int(model.soak_step), plain_step=state.step,
         sampler_epoch=state.train_sampler.epoch, commits=state.commits,
-        processed=state.train_sampler.processed_num, digest=digest(model, optimizer),
-        host=os.environ.get('CHORUS_HOSTNAME'))
+        processed=state.train_sampler.processed_num, digest=digest(model, optimizer))
     while state.epoch < args.epochs:
         for batch_idx, (data, target, index) in enumerate(loader):
             step = int(model.soak_step) + 1
@@ -251,16 +265,15 @@ def train(state):
             log('intent', step=step, epoch=sampler.epoch, indices=index.tolist())
             optimizer.zero_grad()
             F.cross_entropy(state.model(data), target).backward()  # submits the allreduces
-            time.sleep(args.step_seconds)
+            slow = args.pace_file and os.path.exists(args.pace_file)
+            time.sleep(args.slow_step_seconds if slow else args.step_seconds)
             optimizer.step()
             model.soak_step.fill_(step)
             state.step = step
             state.train_sampler.record_batch(batch_idx, args.batch_size)
             log('done', step=step, epoch=sampler.epoch, digest=digest(model, optimizer))
             if step % args.commit_every == 0:
-                commit()
-            else:
-                state.check_host_updates()
+                commit()  # host updates are checked here only (see the module comment)
         state.epoch += 1
         state.train_sampler.set_epoch(state.epoch)
         commit()
