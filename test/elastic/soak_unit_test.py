@@ -356,6 +356,14 @@ def test_resets_catch_what_the_policy_forbids():
         SEED4 + ['chorusrun: generation 5: size 3 -> 3, cause: joined: rank 2 on vm',
                  'chorusrun: generation 6: size 3 -> 3, cause: joined: rank 2 on vm']))
     assert any('first event' in x for x in _resets(line(0, 'rank 1 on', 'rank 0 on')))
+    # With a second loss in the first one's reset, the two may come in either order.
+    second = seed4_schedule()
+    second.events = [soak_schedule.Event('e0', 'term', 'step', 1, step=15),
+                     soak_schedule.Event('e1', 'term', 'reset_end', 0, after='e0')]
+    swapped = [SEED4[2].replace('generation 3', 'generation 1'),
+               SEED4[0].replace('generation 1', 'generation 2').replace('rank 1', 'rank 0')]
+    assert not any('first event' in x for x in _resets(swapped, schedule=second))
+    assert any('first event' in x for x in _resets(swapped))
     assert any('a cause none of' in x for x in _resets(line(1, 'joined:', 'joint:')))
     assert any('a joining worker was lost' in x for x in _resets(
         SEED4 + ['chorusrun: worker w7 on vm exited with code 1 before it joined; vm '
