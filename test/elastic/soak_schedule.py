@@ -21,8 +21,9 @@ a join; it predicts:
   - for every event, the workers certain to be placed after it (the survivors, which keep the
     lowest ranks): later events strike only those, so their hosts are known;
   - a range for the number of generations after the first (each counts against --reset-limit):
-    the certain ones (a loss, a release, a hold and the join that ends it), and at most one per
-    joining worker started;
+    at least the certain ones (a loss's, and the join that ends a hold), at most those plus one
+    per joining worker started and one per release (a release, or a second loss in the reset
+    of a first, may share a generation with another change);
   - whether survivors are held (fewer than --min-np) or start afresh (none left).
 Schedule.bound() gives the time the job may take.
 """
