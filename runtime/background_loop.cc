@@ -71,7 +71,13 @@ void BackgroundLoop::ThreadMain(std::vector<std::vector<int32_t>> process_sets) 
     absl::Status status = RunCycle(&stop);
     if (!status.ok()) {
       if (watchdog_ != nullptr) watchdog_->Disarm();
-      CHORUS_LOG(ERROR) << "background loop stopped: " << status;
+      // An elastic reset aborts the world on purpose (Aborted, from chorusrun's generation):
+      // the training loop rolls back; it is not an error of this process.
+      if (absl::IsAborted(status)) {
+        CHORUS_LOG(WARNING) << "background loop stopped: " << status;
+      } else {
+        CHORUS_LOG(ERROR) << "background loop stopped: " << status;
+      }
       queue_->Fail(absl::StrCat("chorus stopped after a failure: ", status.ToString()));
       if (gpu_ != nullptr) {
         gpu_->Fail(status);  // aborts NCCL: nothing may wait for peers that are gone

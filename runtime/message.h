@@ -99,6 +99,23 @@ struct SharedConfig {
   bool operator==(const SharedConfig&) const = default;
 };
 
+// The most elements a tensor may have (Runtime checks it at submission): its size in bytes, at
+// most 8 an element, and the sums of a fused batch's sizes stay far from overflowing int64.
+inline constexpr int64_t kMaxElements = int64_t{1} << 56;
+
+// True for a shape a rank may send: every dimension >= 0, and the product of its non-zero
+// dimensions at most kMaxElements. Zeros are left out of the product so that every partial
+// product (a row's elements, say) is bounded too, not only the tensor's element count.
+inline bool IsValidShape(const std::vector<int64_t>& shape) {
+  int64_t product = 1;
+  for (int64_t d : shape) {
+    if (d < 0) return false;
+    if (d == 0) continue;
+    if (__builtin_mul_overflow(product, d, &product) || product > kMaxElements) return false;
+  }
+  return true;
+}
+
 // 2: the cycle's bit vector carries the OR of held cache bits (Note [Cache bit vector]).
 // 3: the handshake gathers every rank's local and cross numbers (hierarchical collectives).
 inline constexpr int32_t kProtocolVersion = 3;

@@ -344,7 +344,9 @@ def ssh_refused_gloo(ctx):
 
 @case
 def ssh_refused_mpi(ctx):
-    ssh_refused(ctx, 'ssh_refused_mpi', gloo=False)
+    last = ssh_refused(ctx, 'ssh_refused_mpi', gloo=False)
+    assert last == ('chorusrun: error: cannot reach host n2 over ssh (ssh n2 true): '
+                    'ssh: connect to host n2 port 22: Connection refused'), last
 
 
 # --- 5. network cuts and signals over real ssh -----------------------------------------------
@@ -357,13 +359,17 @@ def steps(job):
     return last
 
 
-def cut_fixed(ctx, name, gloo):
-    # A fixed-size job loses n3 (rank 2) to a cut link: it must end non-zero within 10 s of
-    # the cut, naming the lost rank and host.
+def cut_fixed(ctx, name, gloo, env=None):
+    """A fixed-size job loses n3 (rank 2) to a cut link: it must end non-zero within 10 s of
+    the cut, naming the lost rank and host. Returns (status, last stderr line, the processes
+    chorusrun had started just before the cut)."""
     job = Job(ctx, name, [ctx.chorusrun, '-np', '3', '-H', 'n1:1,n2:1,n3:1'] + mode_flags(gloo) +
-              UCX_TCP + [PYTHON, WORKER, '--train', '100'])
+              UCX_TCP + [PYTHON, WORKER, '--train', '100'], env=env)
     job.wait_for('20 steps on every rank',
                  lambda: len(steps(job)) == 3 and min(steps(job).values()) >= 20)
+    # Each rank runs where the -H list puts it (rank 2 on n3): what chorusrun names.
+    check_reports(job, [('n1', 1), ('n2', 1), ('n3', 1)], 3, gloo)
+    family = descendants(job.proc.pid)
     ctx.cluster.cut('n3')
     cut_at = time.monotonic()
     try:
@@ -376,6 +382,20 @@ def cut_fixed(ctx, name, gloo):
     assert status is not None, f'still running {elapsed:.0f} s after the cut'
     assert status != 0 and elapsed <= 10, f'status {status} after {elapsed:.1f} s'
     assert 'rank 2' in last and 'n3' in last, f'last stderr line: {last!r}'
+    return status, last, family
+
+
+def left_running(pids):
+    """Those of `pids` still running (zombies count as ended)."""
+    alive = []
+    for pid in pids:
+        try:
+            with open(f'/proc/{pid}/stat') as f:
+                if f.read().rsplit(')', 1)[1].split()[0] != 'Z':
+                    alive.append(pid)
+        except OSError:
+            pass
+    return alive
 
 
 @case
@@ -385,7 +405,52 @@ def cut_gloo(ctx):
 
 @case
 def cut_mpi(ctx):
-    cut_fixed(ctx, 'cut_mpi', gloo=False)
+    # The ranks on n1 and n2 notice within CHORUS_NO_PROGRESS_TIMEOUT_SECONDS (forwarded to
+    # them by chorusrun) and call MPI_Abort; mpirun cannot reach n3's daemon to end the job, so
+    # chorusrun stops it and names the rank the reports waited on that never reported.
+    status, last, family = cut_fixed(ctx, 'cut_mpi', gloo=False,
+                                     env=dict(ctx.env, CHORUS_NO_PROGRESS_TIMEOUT_SECONDS='5'))
+    assert status == 75, f'status {status}'
+    # Both waiting ranks report; should mpirun's abort kill one of them before its own report,
+    # that rank cannot be told from rank 2 and is named too (launcher/no_progress_report.h).
+    cause = (r'(rank 2 on n3 presumed lost: ranks 0, 1 saw no progress for 5s waiting on it|'
+             r'rank 1 on n2 or rank 2 on n3 presumed lost: rank 0 saw no progress for 5s waiting '
+             r'on them|rank 0 on n1 or rank 2 on n3 presumed lost: rank 1 saw no progress for 5s '
+             r'waiting on them)')
+    assert re.fullmatch(r'chorusrun: job failed \((mpirun exit status 75|exit status 75, mpirun '
+                        r'stopped)\): ' + cause + r' \(CHORUS_NO_PROGRESS_TIMEOUT_SECONDS\)',
+                        last), last
+    # mpirun and the ssh clients it started (the one to n3 among them) are gone.
+    assert not left_running(family), f'left running: {left_running(family)}'
+
+
+@case
+def cut_mpi_sigterm(ctx):
+    # No bound (CHORUS_NO_PROGRESS_TIMEOUT_SECONDS=0): after the cut the job waits forever, and
+    # so does mpirun when told to stop, waiting for n3's daemon. SIGTERM to chorusrun must end
+    # it all the same: passed on to mpirun, then SIGKILL after the grace (3 s).
+    job = Job(ctx, 'cut_mpi_sigterm', [ctx.chorusrun, '-np', '3', '-H', 'n1:1,n2:1,n3:1'] +
+              UCX_TCP + [PYTHON, WORKER, '--train', '100'],
+              env=dict(ctx.env, CHORUS_NO_PROGRESS_TIMEOUT_SECONDS='0'))
+    job.wait_for('20 steps on every rank',
+                 lambda: len(steps(job)) == 3 and min(steps(job).values()) >= 20)
+    family = descendants(job.proc.pid)
+    ctx.cluster.cut('n3')
+    time.sleep(2)  # the ranks are stuck waiting on rank 2
+    assert job.proc.poll() is None, f'chorusrun ended (status {job.proc.returncode}) by itself'
+    job.proc.send_signal(signal.SIGTERM)
+    sent_at = time.monotonic()
+    status = job.wait(timeout=ctx.cut_window)
+    elapsed = time.monotonic() - sent_at
+    last = job.last_stderr_line()
+    print(f'  cut_mpi_sigterm: status {status} {elapsed:.1f} s after SIGTERM; last stderr line: '
+          f'{last}')
+    # "At once" against "never": the grace is 3 s.
+    assert elapsed <= 10, f'{elapsed:.1f} s after SIGTERM'
+    assert status == 128 + signal.SIGTERM, f'status {status}'
+    assert last == ('chorusrun: job stopped: chorusrun received signal 15 (Terminated); mpirun '
+                    'had not ended 3s later and was killed'), last
+    assert not left_running(family), f'left running: {left_running(family)}'
 
 
 def elastic_job(ctx, name, hosts_text, argv):
@@ -579,8 +644,8 @@ def main():
     parser.add_argument('--chorusrun', required=True)
     parser.add_argument('--probe', help='rendezvous_address_probe (case rendezvous_address)')
     parser.add_argument('--cut-window', type=float, default=30,
-                        help='cut_gloo, cut_mpi: how long to watch chorusrun after the cut '
-                             '(seconds) before stopping it')
+                        help='cut_gloo, cut_mpi, cut_mpi_sigterm: how long to watch chorusrun '
+                             'after the cut (or the SIGTERM) before stopping it (seconds)')
     parser.add_argument('cases', nargs='+', choices=sorted(CASES))
     args = parser.parse_args()
     args.chorusrun = os.path.abspath(args.chorusrun)

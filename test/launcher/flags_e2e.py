@@ -24,11 +24,14 @@ import os, chorus.numpy as hvd
 hvd.init()
 cores = None
 for tid in os.listdir('/proc/self/task'):
-    with open(f'/proc/self/task/{tid}/comm') as f:
-        if f.read().strip() != 'chorus-loop':
-            continue
-    with open(f'/proc/self/task/{tid}/status') as f:
-        cores = next(l.split(':')[1].strip() for l in f if l.startswith('Cpus_allowed_list:'))
+    try:  # a short-lived thread may be gone by now
+        with open(f'/proc/self/task/{tid}/comm') as f:
+            if f.read().strip() != 'chorus-loop':
+                continue
+        with open(f'/proc/self/task/{tid}/status') as f:
+            cores = next(l.split(':')[1].strip() for l in f if l.startswith('Cpus_allowed_list:'))
+    except FileNotFoundError:
+        continue
 print(f'AFFINITY {hvd.rank()} {cores}', flush=True)
 hvd.shutdown()
 '''
