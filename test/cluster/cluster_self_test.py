@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """Tests of the test cluster itself (cluster.py): what a crashed run left is swept, each host
 is its own machine to whoever logs in (hostname, address, names), a cut link drops packets
-without a word to either side and heals, shaping limits the rate, counters count, a stopped
-sshd refuses, and teardown leaves nothing: after `with`, after the test process is killed
+without a word to either side and heals, shaping limits the rate, counters count, the delay
+line (delay_line.py) delays the traffic between hosts and delivers it intact, a stopped sshd
+refuses, and teardown leaves nothing: after `with`, after the test process is killed
 outright (the watchdog), and a machine that cannot run it is told why (status 77).
 
 Usage: cluster_self_test.py
@@ -17,6 +18,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import cluster as cl  # noqa: E402
+import delay_line  # noqa: E402
 
 failures = []
 
@@ -157,6 +159,76 @@ def shaping_limits_the_rate(c):
         c.unshape('n1')
 
 
+# Run on a host (Cluster.host_argv): `connect ADDRESS` prints the median time of 20 TCP
+# connections to ADDRESS:22 (one round trip each: the SYN and its SYN-ACK); `send ADDRESS N`
+# sends N random bytes to a `receive` on ADDRESS, both print the SHA-256 of the bytes.
+PROBE = """
+import hashlib, os, socket, statistics, sys, time
+what, address = sys.argv[1], sys.argv[2]
+if what == 'connect':
+    took = []
+    for _ in range(20):
+        began = time.perf_counter()
+        socket.create_connection((address, 22), timeout=10).close()
+        took.append(time.perf_counter() - began)
+    print(statistics.median(took))
+elif what == 'receive':
+    server = socket.create_server((address, 5001))
+    print('listening', flush=True)
+    peer, _ = server.accept()
+    digest = hashlib.sha256()
+    while chunk := peer.recv(1 << 20):
+        digest.update(chunk)
+    print(digest.hexdigest())
+else:
+    data = os.urandom(int(sys.argv[3]))
+    socket.create_connection((address, 5001), timeout=10).sendall(data)
+    print(hashlib.sha256(data).hexdigest())
+"""
+
+
+def probe(c, host, *args):
+    p = subprocess.run(c.host_argv(host, [sys.executable, '-c', PROBE] + list(args)),
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, f'probe {args} on {host}: {p.stderr.strip()}'
+    return p.stdout.strip()
+
+
+def delay_line_delays(c):
+    n2 = c.host('n2').address
+    plain = float(probe(c, 'n1', 'connect', n2))
+    delay_ms = 5
+    with delay_line.DelayLine(c, delay_ms):
+        delayed = float(probe(c, 'n1', 'connect', n2))
+        receiver = subprocess.Popen(
+            c.host_argv('n2', [sys.executable, '-c', PROBE, 'receive', n2]),
+            stdout=subprocess.PIPE, text=True)
+        try:
+            assert receiver.stdout.readline().strip() == 'listening'
+            before = c.counters('n1')
+            sent = probe(c, 'n1', 'send', n2, str(8 << 20))
+            received = receiver.communicate(timeout=60)[0].strip()
+            after = c.counters('n1')
+        finally:
+            receiver.kill()
+            receiver.wait()
+    print(f'  connect n1 -> n2: {plain * 1e3:.3f} ms, {delayed * 1e3:.3f} ms through the '
+          f'delay line ({delay_ms} ms each way)')
+    # A round trip through the line takes at least twice its delay (a lower bound only); the
+    # bridge alone answers within a fraction of it (it separates "delayed" from "not").
+    assert delayed >= 2 * delay_ms / 1e3, f'{delayed * 1e3:.3f} ms'
+    assert plain < delay_ms / 1e3, f'{plain * 1e3:.3f} ms without the delay line'
+    assert sent == received, f'8 MiB sent as {sent}, received as {received}'
+    assert after['sent'] - before['sent'] >= 8 << 20, (before, after)
+    # Gone with the `with`: the redirects, the TAP device, the delay.
+    for h in c.hosts:
+        shown = cl.run(['tc', 'qdisc', 'show', 'dev', h.port]).stdout
+        assert 'clsact' not in shown, shown
+    assert not os.path.exists(f'/sys/class/net/{delay_line.TAP}')
+    again = float(probe(c, 'n1', 'connect', n2))
+    assert again < delay_ms / 1e3, f'{again * 1e3:.3f} ms after the delay line'
+
+
 def stopped_sshd_refuses(c):
     c.stop_sshd('n3')
     assert connect(c.host('n3').address) == 'refused'
@@ -210,6 +282,7 @@ def main():
         check('counters_count', counters_count, c)
         check('cut_is_silent', cut_is_silent, c)
         check('shaping_limits_the_rate', shaping_limits_the_rate, c)
+        check('delay_line_delays', delay_line_delays, c)
         check('stopped_sshd_refuses', stopped_sshd_refuses, c)
         sshd_pids = [h.sshd.pid for h in c.hosts if h.sshd]
         directory = c.dir
