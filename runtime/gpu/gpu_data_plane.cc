@@ -117,20 +117,9 @@ class GpuDataPlane::Launcher {
     if (hierarchical_) return HierarchicalAllreduce(dtype, wire, op, pre, post);
 
     if (n == 1 && Entry(0) != nullptr && wire == dtype) {
-      // One tensor: reduced where it is, scaled in place around the collective.
-      TensorEntry& e = *Entry(0);
-      const int64_t count = NumElements(response_.shapes[0]);
-      const void* src = e.op.input.data;
-      void* dst = OutputOf(e);
-      if (pre != 1.0) {
-        CHORUS_RETURN_IF_ERROR(Copy({CopyEntry{src, dst, count, dtype, dtype}}, pre));
-        src = dst;
-      }
-      CHORUS_RETURN_IF_ERROR(comm_.Allreduce(src, dst, count, dtype, op, lane_.stream));
-      if (post != 1.0) {
-        CHORUS_RETURN_IF_ERROR(Copy({CopyEntry{dst, dst, count, dtype, dtype}}, post));
-      }
-      return absl::OkStatus();
+      return ReduceOneInPlace(dtype, pre, post, [&](const void* src, void* dst, int64_t count) {
+        return comm_.Allreduce(src, dst, count, dtype, op, lane_.stream);
+      });
     }
 
     std::vector<int64_t> counts(n);
@@ -138,11 +127,42 @@ class GpuDataPlane::Launcher {
     const ops::gpu::FusionLayout layout = ops::gpu::PackFusionLayout(counts, wire, kFusionAlign);
     CHORUS_ASSIGN_OR_RETURN(void* fusion, plane_.FusionBuffer(lane_, layout.total_bytes));
     std::byte* buffer = Bytes(fusion);
+    const int64_t elements = layout.total_bytes / static_cast<int64_t>(DataTypeSize(wire));
+    return ReducePacked(layout, counts, buffer, dtype, wire, op, pre, post, [&] {
+      return comm_.Allreduce(buffer, buffer, elements, wire, op, lane_.stream);
+    });
+  }
+
+  // The batch's one tensor reduced where it is by `reduce(src, dst, count)` (dst: its output),
+  // scaled in place around the collective.
+  template <typename Reduce>
+  absl::Status ReduceOneInPlace(DataType dtype, double pre, double post, Reduce reduce) {
+    TensorEntry& e = *Entry(0);
+    const int64_t count = NumElements(response_.shapes[0]);
+    const void* src = e.op.input.data;
+    void* dst = OutputOf(e);
+    if (pre != 1.0) {
+      CHORUS_RETURN_IF_ERROR(Copy({CopyEntry{src, dst, count, dtype, dtype}}, pre));
+      src = dst;
+    }
+    CHORUS_RETURN_IF_ERROR(reduce(src, dst, count));
+    if (post != 1.0) {
+      CHORUS_RETURN_IF_ERROR(Copy({CopyEntry{dst, dst, count, dtype, dtype}}, post));
+    }
+    return absl::OkStatus();
+  }
+
+  // The batch's tensors copied (cast to `wire`, prescaled) into `buffer` at `layout`'s offsets
+  // (`counts` elements each), reduced in place by `reduce()`, and copied out (postscaled). A
+  // joined rank contributes the op's identity and drops the result.
+  template <typename Reduce>
+  absl::Status ReducePacked(const ops::gpu::FusionLayout& layout,
+                            const std::vector<int64_t>& counts, std::byte* buffer, DataType dtype,
+                            DataType wire, ReduceOp op, double pre, double post, Reduce reduce) {
     std::vector<CopyEntry> in, out;
-    for (size_t i = 0; i < n; ++i) {
+    for (size_t i = 0; i < counts.size(); ++i) {
       std::byte* slot = buffer + layout.offsets[i];
       if (Entry(i) == nullptr) {
-        // A joined rank contributes the op's identity and drops the result.
         CHORUS_RETURN_IF_ERROR(
             platform_.EnqueueFillIdentity(lane_.device, slot, counts[i], wire, op, lane_.stream));
         continue;
@@ -151,8 +171,7 @@ class GpuDataPlane::Launcher {
       out.push_back(CopyEntry{slot, OutputOf(*Entry(i)), counts[i], wire, dtype});
     }
     CHORUS_RETURN_IF_ERROR(Copy(in, pre));
-    const int64_t elements = layout.total_bytes / static_cast<int64_t>(DataTypeSize(wire));
-    CHORUS_RETURN_IF_ERROR(comm_.Allreduce(buffer, buffer, elements, wire, op, lane_.stream));
+    CHORUS_RETURN_IF_ERROR(reduce());
     return Copy(out, post);
   }
 
@@ -180,19 +199,9 @@ class GpuDataPlane::Launcher {
     if (n == 1 && Entry(0) != nullptr && wire == dtype &&
         NumElements(response_.shapes[0]) % local_size == 0) {
       // One tensor that splits evenly: reduced where it is.
-      TensorEntry& e = *Entry(0);
-      const int64_t count = NumElements(response_.shapes[0]);
-      const void* src = e.op.input.data;
-      void* dst = OutputOf(e);
-      if (pre != 1.0) {
-        CHORUS_RETURN_IF_ERROR(Copy({CopyEntry{src, dst, count, dtype, dtype}}, pre));
-        src = dst;
-      }
-      CHORUS_RETURN_IF_ERROR(ReduceHierarchically(src, Bytes(dst), count, dtype, op));
-      if (post != 1.0) {
-        CHORUS_RETURN_IF_ERROR(Copy({CopyEntry{dst, dst, count, dtype, dtype}}, post));
-      }
-      return absl::OkStatus();
+      return ReduceOneInPlace(dtype, pre, post, [&](const void* src, void* dst, int64_t count) {
+        return ReduceHierarchically(src, Bytes(dst), count, dtype, op);
+      });
     }
     // Packed into the fusion buffer, padded to a multiple of the local size with the op's
     // identity (the padding is reduced and dropped).
@@ -208,20 +217,8 @@ class GpuDataPlane::Launcher {
       CHORUS_RETURN_IF_ERROR(platform_.EnqueueFillIdentity(
           lane_.device, buffer + elements * wsize, padded - elements, wire, op, lane_.stream));
     }
-    std::vector<CopyEntry> in, out;
-    for (size_t i = 0; i < n; ++i) {
-      std::byte* slot = buffer + layout.offsets[i];
-      if (Entry(i) == nullptr) {
-        CHORUS_RETURN_IF_ERROR(
-            platform_.EnqueueFillIdentity(lane_.device, slot, counts[i], wire, op, lane_.stream));
-        continue;
-      }
-      in.push_back(CopyEntry{Entry(i)->op.input.data, slot, counts[i], dtype, wire});
-      out.push_back(CopyEntry{slot, OutputOf(*Entry(i)), counts[i], wire, dtype});
-    }
-    CHORUS_RETURN_IF_ERROR(Copy(in, pre));
-    CHORUS_RETURN_IF_ERROR(ReduceHierarchically(buffer, buffer, padded, wire, op));
-    return Copy(out, post);
+    return ReducePacked(layout, counts, buffer, dtype, wire, op, pre, post,
+                        [&] { return ReduceHierarchically(buffer, buffer, padded, wire, op); });
   }
 
   absl::Status Allgather() {
