@@ -73,22 +73,34 @@ bool IsFloat(DataType d) {
          d == DataType::kFloat64;
 }
 
+// SplitMix64 (Steele, Lea and Flood): advances `state` and returns the next well-mixed value.
+uint64_t SplitMix64(uint64_t& state) {
+  uint64_t z = (state += 0x9e3779b97f4a7c15u);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+  return z ^ (z >> 31);
+}
+
 // Rank `rank`'s element i: small enough that no integer sum or product overflows on 6 ranks.
 double Value(DataType d, ReduceOp op, int rank, int64_t i) {
-  std::mt19937_64 gen(static_cast<uint64_t>(rank) * 1000003u + static_cast<uint64_t>(i) * 7919u +
-                      static_cast<uint64_t>(d) * 31u + static_cast<uint64_t>(op));
+  // A hash of (rank, i, dtype, op) rather than a seeded engine per element: seeding
+  // std::mt19937_64 fills 2.5 KB of state, which made this test's inputs its main cost.
+  uint64_t state = static_cast<uint64_t>(rank) * 1000003u + static_cast<uint64_t>(i) * 7919u +
+                   static_cast<uint64_t>(d) * 31u + static_cast<uint64_t>(op);
+  const auto next = [&state] { return SplitMix64(state); };
   const bool is_unsigned = d == DataType::kUint8;
   if (!IsFloat(d)) {
-    if (op == ReduceOp::kProduct) return 1.0 + static_cast<double>(gen() % 2);
-    const int v = static_cast<int>(gen() % 41);
+    if (op == ReduceOp::kProduct) return 1.0 + static_cast<double>(next() % 2);
+    const int v = static_cast<int>(next() % 41);
     return is_unsigned ? v : v - 20;
   }
-  std::uniform_real_distribution<double> unit(-1.0, 1.0);
+  // Uniform in [-1, 1) from the top 53 bits.
+  const auto unit = [&] { return static_cast<double>(next() >> 11) * 0x1.0p-52 - 1.0; };
   if (op == ReduceOp::kProduct) {
-    const double magnitude = 0.5 + std::abs(unit(gen));
-    return gen() % 2 == 0 ? magnitude : -magnitude;
+    const double magnitude = 0.5 + std::abs(unit());
+    return next() % 2 == 0 ? magnitude : -magnitude;
   }
-  return unit(gen);
+  return unit();
 }
 
 constexpr DataType kReducible[] = {DataType::kUint8,    DataType::kInt8,    DataType::kInt16,
