@@ -24,7 +24,8 @@ BackgroundLoop::BackgroundLoop(Config config, std::unique_ptr<Controller> contro
                                SubmissionQueue* queue, EntryPool* entry_pool,
                                ProcessSetRegistry* registry, HandleTable* handles,
                                timeline::Timeline* timeline,
-                               std::shared_ptr<ops::gpu::GpuPlatform> gpu_platform)
+                               std::shared_ptr<ops::gpu::GpuPlatform> gpu_platform,
+                               AutotuneMemory* autotune_memory)
     : config_(std::move(config)),
       controller_(std::move(controller)),
       topology_(controller_->topology()),
@@ -35,7 +36,8 @@ BackgroundLoop::BackgroundLoop(Config config, std::unique_ptr<Controller> contro
       timeline_(timeline),
       gpu_platform_(std::move(gpu_platform)),
       stall_policy_(StallPolicyFor(config_)),
-      tracer_(timeline) {}
+      tracer_(timeline),
+      autotune_memory_(autotune_memory) {}
 
 BackgroundLoop::~BackgroundLoop() {
   if (thread_.joinable()) thread_.join();
@@ -111,6 +113,14 @@ absl::Status BackgroundLoop::Handshake(const std::vector<std::vector<int32_t>>& 
   mine.inplace_min_bytes = config_.inplace_min_bytes;
   mine.cache_capacity = config_.cache_capacity;
   mine.num_nccl_streams = config_.num_nccl_streams;
+  if (config_.autotune && topology_.rank == 0) {
+    mine.autotune_start =
+        Autotuner::StartPoint(*autotune_memory_, CurrentParameters(mine, config_.cycle_time),
+                              HierarchicalAllreduceApplies());
+    // An elastic job's generation, else the worlds this runtime has formed.
+    mine.autotune_generation =
+        config_.elastic ? config_.elastic_generation : autotune_memory_->worlds;
+  }
   std::string bytes = SerializeSharedConfig(mine);
   CHORUS_RETURN_IF_ERROR(controller_->BroadcastFromRoot(&bytes));
   // Init-time process sets must be the same everywhere: compare with rank 0's.
@@ -133,6 +143,7 @@ absl::Status BackgroundLoop::Handshake(const std::vector<std::vector<int32_t>>& 
                            topology_.rank, " speaks ", kProtocolVersion, ": mixed chorus versions");
   } else {
     shared_ = *parsed;
+    problem = StartAutotune();
   }
   if (problem.empty() && root_sets != my_sets) {
     problem = absl::StrCat("init-time process sets differ: rank 0 has ", root_sets, ", rank ",
@@ -184,6 +195,57 @@ absl::Status BackgroundLoop::Handshake(const std::vector<std::vector<int32_t>>& 
     for (const std::string& line : config_.Describe()) CHORUS_LOG(INFO) << "config " << line;
   }
   return absl::OkStatus();
+}
+
+std::string BackgroundLoop::StartAutotune() {
+  const int64_t world = autotune_memory_->worlds++;
+  if (!shared_.autotune_start.has_value()) return "";
+  // Rank 0 sent a starting point: it autotunes.
+  const bool decides = topology_.rank == 0;
+  const int64_t generation = shared_.autotune_generation;
+  std::unique_ptr<AutotuneLog> log;
+  if (decides && !config_.autotune_log.empty()) {
+    // A job's first world starts the file afresh; later ones (re-formed worlds, elastic
+    // generations, possibly with another process as rank 0) append to it.
+    absl::StatusOr<std::unique_ptr<AutotuneLog>> opened =
+        AutotuneLog::Open(config_.autotune_log, /*truncate=*/world == 0 && generation == 0);
+    if (!opened.ok()) return absl::StrCat("rank 0: ", opened.status().message());
+    log = *std::move(opened);
+  }
+  autotuner_ = std::make_unique<Autotuner>(config_, decides, std::move(log), generation,
+                                           HierarchicalAllreduceApplies(), autotune_memory_);
+  autotuner_->Start(*shared_.autotune_start);
+  ApplyTuned(*shared_.autotune_start);
+  return "";
+}
+
+bool BackgroundLoop::HierarchicalAllreduceApplies() const {
+  // Hierarchical allreduce joins the search (Knob::kHierarchical, runtime/autotune/knob_space.h)
+  // where a data plane can run it over this world's layout and reads
+  // SharedConfig::hierarchical_allreduce per batch. No data plane of this runtime has the
+  // algorithm: every allreduce runs flat, so the search is over the other knobs.
+  return false;
+}
+
+void BackgroundLoop::ApplyTuned(const TunedParameters& p) {
+  shared_.fusion_threshold_bytes = p.fusion_threshold_bytes;
+  shared_.pipeline_chunk_bytes = p.pipeline_chunk_bytes;
+  shared_.inplace_min_bytes = p.inplace_min_bytes;
+  if (p.hierarchical_allreduce.has_value()) {
+    shared_.hierarchical_allreduce = *p.hierarchical_allreduce;
+  }
+  config_.cycle_time = p.cycle_time;
+  if (executor_ != nullptr) executor_->Reconfigure(shared_);
+}
+
+void BackgroundLoop::ApplyAutotune(const AutotuneUpdate& update, int64_t cycle) {
+  ApplyTuned(update.apply);
+  if (autotuner_ != nullptr) autotuner_->Applied(update, cycle);
+}
+
+std::vector<Autotuner::Switch> BackgroundLoop::autotune_history() const {
+  if (autotuner_ == nullptr) return {};
+  return autotuner_->history();
 }
 
 absl::Status BackgroundLoop::AgreeNoProblem(const std::string& problem,
@@ -301,7 +363,8 @@ void BackgroundLoop::Uncache(TensorEntry* entry) {
 
 absl::Status BackgroundLoop::RunCycle(bool* stop) {
   const absl::Time cycle_start = absl::Now();
-  timeline_->BeginCycle(counters_.cycles.fetch_add(1, std::memory_order_relaxed), cycle_start);
+  const int64_t cycle = counters_.cycles.fetch_add(1, std::memory_order_relaxed);
+  timeline_->BeginCycle(cycle, cycle_start);
 
   // 1. Take new submissions; expire cache waits; rank 0 reports stalls.
   std::vector<int32_t> invalid_bits;
@@ -315,14 +378,20 @@ absl::Status BackgroundLoop::RunCycle(bool* stop) {
 
   // 3. Negotiate the uncached requests with the coordinator, if any rank has some.
   ResponseList negotiated;
-  if (bits_.any(CacheBitVector::kUncached | CacheBitVector::kStallRound)) {
+  if (bits_.any(CacheBitVector::kUncached | CacheBitVector::kStallRound |
+                CacheBitVector::kAutotune)) {
     counters_.negotiation_rounds.fetch_add(1, std::memory_order_relaxed);
     CHORUS_RETURN_IF_ERROR(Negotiate(&negotiated));
   }
   const std::vector<std::optional<Request>> locals = LocalRequests(negotiated);
 
-  // 4. Plan fusion over both lists; execute each response; complete its entries.
+  // 4. Switch to rank 0's autotune parameters, if it sent some: every rank in this cycle.
+  // Plan fusion over both lists; execute each response; complete its entries.
+  if (negotiated.autotune.has_value()) ApplyAutotune(*negotiated.autotune, cycle);
   CHORUS_RETURN_IF_ERROR(PlanAndExecute(std::move(ready), negotiated));
+  if (autotuner_ != nullptr) {
+    autotuner_->AfterCycle(cycle_start, absl::MakeConstSpan(plan_.data(), planned_));
+  }
 
   // 5. Put the newly negotiated responses into the cache.
   UpdateCache(negotiated, locals);
@@ -365,6 +434,7 @@ absl::Status BackgroundLoop::ExchangeBits(const std::vector<int32_t>& invalid_bi
   if (pending_.size() > by_bit_.size()) flags |= CacheBitVector::kUncachedPending;
   if (stall_round) flags |= CacheBitVector::kStallRound;
   if (!gpu_failure.ok()) flags |= CacheBitVector::kGpuFailed;
+  if (autotuner_ != nullptr && autotuner_->has_update()) flags |= CacheBitVector::kAutotune;
   bits_.Begin(flags);
   for (const auto& [bit, entry] : by_bit_) bits_.Hold(bit);
   for (int32_t bit : invalid_bits) bits_.Invalidate(bit);
@@ -421,6 +491,7 @@ absl::Status BackgroundLoop::PlanAndExecute(std::vector<const Response*> ready,
   for (const Response& r : negotiated.responses) all.push_back(&r);
   const size_t planned = PlanFusionInto(
       all, shared_.fusion_threshold_bytes, [this](int32_t id) { return SetSize(id); }, &plan_);
+  planned_ = planned;
   for (size_t p = 0; p < planned; ++p) {
     const Response& response = plan_[p];
     tracer_.Start(response, [this](const std::string& name) -> const TensorEntry* {
@@ -469,7 +540,10 @@ absl::Status BackgroundLoop::Negotiate(ResponseList* out) {
     }
     ResponseList stop;
     stop.shutdown = true;
-    reply = SerializeResponseList(malformed ? stop : coordinator_->BuildResponses(now));
+    ResponseList built = malformed ? stop : coordinator_->BuildResponses(now);
+    // Rank 0's autotune decision travels with this cycle's responses (kAutotune).
+    if (!malformed && autotuner_ != nullptr) built.autotune = autotuner_->TakeUpdate();
+    reply = SerializeResponseList(built);
   }
   CHORUS_RETURN_IF_ERROR(controller_->BroadcastFromRoot(&reply));
   CHORUS_ASSIGN_OR_RETURN(*out, ParseResponseList(reply));
