@@ -6,14 +6,18 @@ chorusrun accepts does what it says, and the ones chorus cannot honour are refus
                             its core, read back from /proc
   --log-with-timestamp      chorus's log lines start with the local time
   HOROVOD_/CHORUS_ variables chorus does not read: one warning at init, on rank 0 only
-  --mpi-threads-disable, --hierarchical-allreduce, --autotune: exit 2, one line with the reason
+  --autotune --autotune-log-file F: accepted; rank 0 starts F (its header) at init (the search
+                            itself: test/python/check_autotune.py)
+  --mpi-threads-disable, --hierarchical-allreduce: exit 2, one line with the reason
 
 Usage: flags_e2e.py --chorusrun PATH. Prints one line per check; exit 0 when all pass.
 """
 import argparse
+import os
 import re
 import subprocess
 import sys
+import tempfile
 
 # Each rank prints the cores its background thread may run on.
 REPORT = r'''
@@ -21,14 +25,18 @@ import os, chorus.numpy as hvd
 hvd.init()
 cores = None
 for tid in os.listdir('/proc/self/task'):
-    with open(f'/proc/self/task/{tid}/comm') as f:
-        if f.read().strip() != 'chorus-loop':
-            continue
-    with open(f'/proc/self/task/{tid}/status') as f:
-        cores = next(l.split(':')[1].strip() for l in f if l.startswith('Cpus_allowed_list:'))
+    try:  # a thread may end between the listing and the reading
+        with open(f'/proc/self/task/{tid}/comm') as f:
+            if f.read().strip() != 'chorus-loop':
+                continue
+        with open(f'/proc/self/task/{tid}/status') as f:
+            cores = next(l.split(':')[1].strip() for l in f if l.startswith('Cpus_allowed_list:'))
+    except FileNotFoundError:
+        continue
 print(f'AFFINITY {hvd.rank()} {cores}', flush=True)
 hvd.shutdown()
 '''
+INIT = 'import chorus.numpy as hvd; hvd.init(); hvd.shutdown()'
 TIMESTAMPED = re.compile(r'^(\[\d+\]<stderr>:)?\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} \[chorus ',
                          re.M)
 
@@ -43,7 +51,6 @@ def check(what, ok, detail=''):
 
 
 def run(chorusrun, args, env=None):
-    import os
     e = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT='1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM='1')
     e.update(env or {})
     return subprocess.run([chorusrun] + args, capture_output=True, text=True, timeout=240, env=e,
@@ -84,9 +91,19 @@ def main():
               'CHORUS_FUSION_TRESHOLD, HOROVOD_BATCH_D2D_MEMCOPIES' in warnings[0] and
               re.search(r'\[chorus 0/0 WARNING', warnings[0]) is not None, describe(p))
 
+        with tempfile.TemporaryDirectory() as d:
+            log = os.path.join(d, 'at.csv')
+            p = run(c, ['-np', '2'] + mode + ['--autotune', '--autotune-log-file', log,
+                                              '--autotune-warmup-samples', '1',
+                                              '/usr/bin/python3', '-c', INIT])
+            header = open(log).read() if os.path.exists(log) else None
+            check(f'{name}: --autotune --autotune-log-file: accepted, rank 0 starts the log',
+                  p.returncode == 0 and header is not None and header.startswith(
+                      'generation,sample,phase,fusion_threshold_bytes,') and
+                  header.count('\n') == 1, describe(p) + f'--- {log}\n{header}')
+
     for flag, reason in (('--mpi-threads-disable', 'needs MPI_THREAD_MULTIPLE'),
-                         ('--hierarchical-allreduce', 'not supported yet'),
-                         ('--autotune', 'not supported yet')):
+                         ('--hierarchical-allreduce', 'not supported yet')):
         p = run(c, ['-np', '2', flag, 'true'])
         lines = p.stderr.splitlines()
         check(f'{flag} is refused: exit 2, one line with the reason',
