@@ -32,10 +32,11 @@ namespace {
 constexpr int64_t kKiB = 1024;
 constexpr int64_t kMiB = 1024 * kKiB;
 
-// The grid: chorus's default of each knob and values on either side of it.
-constexpr int64_t kFusionThresholds[] = {1 * kMiB, 16 * kMiB, 128 * kMiB};
+// The grid: chorus's default of each knob and values on either side of it, spread over the
+// ranges autotune searches (runtime/autotune/knob_space.h).
+constexpr int64_t kFusionThresholds[] = {256 * kKiB, 1 * kMiB, 16 * kMiB, 128 * kMiB};
 constexpr int64_t kPipelineChunks[] = {256 * kKiB, 1 * kMiB, 4 * kMiB, 16 * kMiB};
-constexpr int64_t kInplaceMins[] = {16 * kKiB, 256 * kKiB, 4 * kMiB};
+constexpr int64_t kInplaceMins[] = {16 * kKiB, 256 * kKiB, 4 * kMiB, 64 * kMiB};
 constexpr double kCycleTimesMs[] = {0.25, 1, 5};
 
 // One point of the knob space.

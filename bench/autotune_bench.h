@@ -5,9 +5,10 @@
 // (bench/step_bench.h), in one run:
 //   1. search: chorus re-initialised with CHORUS_AUTOTUNE=1 runs steps until rank 0's autotune
 //      log holds the search's choice; its steps and time are reported;
-//   2. grid: for every point of the grid (fusion threshold x pipeline chunk x in-place minimum
-//      x cycle time), chorus re-initialised with those values runs `grid_warmup` untimed and
-//      `grid_steps` timed steps; the points are ranked by their median step;
+//   2. grid: for every point of the grid (4 fusion thresholds x 4 pipeline chunks x 4 in-place
+//      minimums x 3 cycle times, chorus's defaults among them), chorus re-initialised with those
+//      values runs `grid_warmup` untimed and `grid_steps` timed steps; the points are ranked by
+//      their median step;
 //   3. comparison: the defaults, the autotuned choice and the grid's best `grid_finalists`
 //      points, each re-initialised, warmed up and timed for `steps` steps, in turn, for `rounds`
 //      rounds (the order rotating each round). A configuration's time is the median over rounds

@@ -1,5 +1,7 @@
 #include "runtime/autotune/step_sampler.h"
 
+#include <algorithm>
+#include <cstddef>
 #include <string>
 
 #include "chorus/types.h"
@@ -12,8 +14,8 @@ StepSampler::StepSampler(int steps_per_sample) : steps_per_sample_(steps_per_sam
 void StepSampler::Restart() {
   seen_.clear();
   open_ = false;
-  steps_ = 0;
   bytes_ = 0;
+  rates_.clear();
 }
 
 std::optional<double> StepSampler::OnCycle(absl::Time cycle_start,
@@ -50,17 +52,27 @@ std::optional<double> StepSampler::OnCycle(absl::Time cycle_start,
     return std::nullopt;
   }
   std::optional<double> score;
-  if (open_ && ++steps_ == steps_per_sample_) {
-    const double seconds = absl::ToDoubleSeconds(cycle_start - window_start_);
-    score = seconds > 0 ? static_cast<double>(bytes_) / seconds : 0.0;
+  if (open_) {
+    // The step that began at step_start_ ends here.
+    const double seconds = absl::ToDoubleSeconds(cycle_start - step_start_);
+    rates_.push_back(seconds > 0 ? static_cast<double>(bytes_) / seconds : 0.0);
+    if (static_cast<int>(rates_.size()) == steps_per_sample_) {
+      const size_t mid = rates_.size() / 2;
+      std::nth_element(rates_.begin(), rates_.begin() + static_cast<std::ptrdiff_t>(mid),
+                       rates_.end());
+      double median = rates_[mid];
+      if (rates_.size() % 2 == 0) {
+        median = (median + *std::max_element(rates_.begin(),
+                                             rates_.begin() + static_cast<std::ptrdiff_t>(mid))) /
+                 2;
+      }
+      score = median;
+      rates_.clear();
+    }
   }
-  if (!open_ || score.has_value()) {
-    open_ = true;
-    window_start_ = cycle_start;
-    steps_ = 0;
-    bytes_ = 0;
-  }
-  bytes_ += bytes;
+  open_ = true;
+  step_start_ = cycle_start;
+  bytes_ = bytes;
   return score;
 }
 

@@ -10,10 +10,11 @@
 // in however many cycles the parameters cut the step into). Counting cycles instead would make a
 // sample's length depend on the very knobs being tuned: a smaller fusion threshold or cycle time
 // cuts a step into more cycles, so a sample of N cycles would span fewer steps and end at another
-// point of a step. A sample spans whole steps, from the start of the cycle that begins one to the
-// start of the cycle that begins the step N later: the time between steps (the forward and
-// backward passes) counts in full, and the bytes are N steps' worth, so the score is proportional
-// to steps per second whatever the parameters.
+// point of a step. A step runs from the start of the cycle that begins it to the start of the
+// cycle that begins the next one: the time between steps (the forward and backward passes) counts
+// in full. A sample is N steps; its score is the median over them of a step's bytes over its
+// time, so it is proportional to steps per second whatever the parameters, and one step stalled
+// by something else on the machine (another process, a page fault storm) does not decide it.
 // A change of parameters discards the step in progress (it ran partly under the old ones): the
 // next sample begins with the first step that starts after the change. Back-to-back samples
 // under the same parameters share their boundary.
@@ -30,6 +31,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/time/time.h"
@@ -50,8 +52,8 @@ class StepSampler {
   // The parameters change in this cycle: drops the step in progress and the open sample.
   void Restart();
   // One cycle that began at `cycle_start` and executed `plan`. Returns the sample's score, in
-  // bytes per second, when this cycle begins the step that completes a sample (it then begins
-  // the next sample too); nothing otherwise.
+  // bytes per second (the median of its steps'), when this cycle begins the step that completes
+  // a sample (it then begins the next sample too); nothing otherwise.
   std::optional<double> OnCycle(absl::Time cycle_start, absl::Span<const Response> plan);
 
   // Whether every cycle with work counts as a step (no name repeated: see the Note).
@@ -63,10 +65,10 @@ class StepSampler {
   // Hashes of the names executed since the current step began.
   absl::flat_hash_set<size_t> seen_;
   std::vector<size_t> repeated_;  // scratch: this cycle's names seen before
-  bool open_ = false;             // a sample has begun at window_start_
-  absl::Time window_start_;
-  int steps_ = 0;      // steps completed in the open sample
-  int64_t bytes_ = 0;  // bytes of the open sample so far
+  bool open_ = false;             // a step has begun at step_start_
+  absl::Time step_start_;
+  int64_t bytes_ = 0;          // bytes of the step in progress so far
+  std::vector<double> rates_;  // bytes per second of each completed step of the open sample
 };
 
 }  // namespace chorus::runtime

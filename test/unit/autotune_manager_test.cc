@@ -61,7 +61,7 @@ TEST_CASE("A step begins where a tensor name repeats; a sample spans whole steps
   // Step 0 only names the tensors; step 1 opens the first sample, steps 4, 7 and 10 end one
   // each (back to back).
   CHECK(at_step == std::vector<int>{4, 7, 10});
-  for (double s : scores) CHECK(s == Approx(3 * 120 / 0.3));  // 3 steps of 120 B in 0.3 s
+  for (double s : scores) CHECK(s == Approx(120 / 0.1));  // steps of 120 B in 0.1 s
   CHECK_FALSE(sampler.counts_cycles());
 }
 
@@ -84,6 +84,23 @@ TEST_CASE("A cycle that ends one step and begins the next starts the step at the
     }
   }
   CHECK(samples > 10);
+}
+
+TEST_CASE("A sample's score is its median step: one stalled step does not decide it",
+          "[autotune][sampler]") {
+  StepSampler sampler(/*steps_per_sample=*/5);
+  const Response ab = Allreduce({"a", "b"}, 10);  // 80 bytes a step
+  const int step_ms[] = {10, 10, 10, 500, 10, 12, 8};
+  absl::Time t = kT0;
+  std::optional<double> score;
+  for (int ms : step_ms) {
+    score = sampler.OnCycle(t, absl::MakeConstSpan(&ab, 1));
+    if (score.has_value()) break;
+    t += absl::Milliseconds(ms);
+  }
+  // Steps 2..6 (the first names the tensors): 10, 10, 500, 10, 12 ms.
+  REQUIRE(score.has_value());
+  CHECK(*score == Approx(80 / 0.010));
 }
 
 TEST_CASE("A restart discards the step in progress", "[autotune][sampler]") {
