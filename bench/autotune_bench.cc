@@ -106,14 +106,20 @@ absl::Status Step(StepBench& bench, double compute_ms) {
   return absl::OkStatus();
 }
 
-// `warmup` untimed steps, then the times of `steps` steps (each the maximum over ranks).
+// `warmup` untimed steps, then the times of `steps` steps (each the maximum over ranks). The
+// steps run back to back, as in training, with no barrier between them (one before the first):
+// the search runs them so too.
 absl::StatusOr<std::vector<double>> TimeSteps(StepBench& bench, int warmup, int steps,
                                               double compute_ms) {
   for (int i = 0; i < warmup; ++i) CHORUS_RETURN_IF_ERROR(Step(bench, compute_ms));
+  CHORUS_MPI_RETURN_IF_ERROR(MPI_Barrier(MPI_COMM_WORLD));
   std::vector<double> times;
+  double start = MPI_Wtime();
   for (int i = 0; i < steps; ++i) {
-    CHORUS_ASSIGN_OR_RETURN(double t, TimeOnce([&] { return Step(bench, compute_ms); }));
-    times.push_back(t);
+    CHORUS_RETURN_IF_ERROR(Step(bench, compute_ms));
+    const double end = MPI_Wtime();
+    times.push_back(end - start);
+    start = end;
   }
   return MaxOverRanks(times);
 }
@@ -150,7 +156,7 @@ absl::StatusOr<Point> ParseChoice(const std::string& line) {
 
 struct SearchResult {
   Point choice;
-  int steps = 0;
+  int steps = 0;  // until the choice was seen (in tens)
   double seconds = 0;
 };
 
@@ -174,12 +180,14 @@ absl::StatusOr<SearchResult> Search(StepBench& bench, const AutotuneBenchOptions
   const double start = MPI_Wtime();
   std::string choice;
   while (choice.empty()) {
-    if (result.steps == limit) {
+    if (result.steps >= limit) {
       return absl::InternalError(
           absl::StrCat("autotune: no choice in ", path, " after ", limit, " steps"));
     }
-    CHORUS_RETURN_IF_ERROR(Step(bench, o.compute_ms));
-    ++result.steps;
+    // Steps back to back, as in training; the ranks look at rank 0's log every kCheckEvery.
+    constexpr int kCheckEvery = 10;
+    for (int i = 0; i < kCheckEvery; ++i) CHORUS_RETURN_IF_ERROR(Step(bench, o.compute_ms));
+    result.steps += kCheckEvery;
     CHORUS_ASSIGN_OR_RETURN(choice, FromRoot(WorldRank() == 0 ? ChoiceLine(path) : ""));
   }
   result.seconds = MPI_Wtime() - start;

@@ -14,6 +14,7 @@
 //      rounds (the order rotating each round). A configuration's time is the median over rounds
 //      of its round's median step (a step's time is the maximum over ranks); the grid's best is
 //      its fastest finalist in this phase.
+// Steps run back to back, as in training (no barrier between them), in every phase.
 // Every configuration is checked once against the exact expected result before it is timed.
 //
 // Thread-safety: the main thread, while no chorus op is in flight (bench/measure.h).
