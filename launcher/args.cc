@@ -331,11 +331,6 @@ absl::Status RefuseUnsupported(const LaunchOptions& o) {
         "and its progress watchdog, not only from the thread that initialised MPI, so it needs "
         "MPI_THREAD_MULTIPLE");
   }
-  if (o.hierarchical_allreduce.value_or(false) || o.hierarchical_allgather.value_or(false)) {
-    return absl::InvalidArgumentError(
-        "--hierarchical-allreduce and --hierarchical-allgather are not supported yet: chorus "
-        "runs every allreduce and allgather flat (one collective over all ranks)");
-  }
   return absl::OkStatus();
 }
 

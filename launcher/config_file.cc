@@ -8,12 +8,22 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 
 #include <yaml-cpp/yaml.h>
 
 namespace chorus::launcher {
 namespace {
+
+// YAML text (a key, a value) as an error message shows it: on one line, with C escapes.
+std::string Shown(absl::string_view text) { return absl::CHexEscape(text); }
+
+// yaml-cpp's own message, which may quote the text it stopped at, on one line.
+std::string OneLine(const std::string& message) {
+  return absl::StrReplaceAll(message, {{"\n", "\\n"}, {"\r", "\\r"}});
+}
 
 // Reads one scalar into an unset optional. yaml-cpp reports type errors by throwing; the throw
 // stays inside this function.
@@ -27,7 +37,7 @@ absl::Status Fill(const YAML::Node& node, const std::string& where, std::optiona
     *out = node.as<T>();
   } catch (const YAML::Exception&) {
     return absl::InvalidArgumentError(
-        absl::StrCat(where, ": cannot read '", node.Scalar(), "' as the expected type"));
+        absl::StrCat(where, ": cannot read '", Shown(node.Scalar()), "' as the expected type"));
   }
   return absl::OkStatus();
 }
@@ -40,7 +50,7 @@ absl::Status ApplySection(const YAML::Node& section, const std::string& where,
   if (!section.IsMap()) return absl::InvalidArgumentError(absl::StrCat(where, ": expected a map"));
   for (const auto& entry : section) {
     const std::string key = entry.first.as<std::string>();
-    const std::string key_where = absl::StrCat(where, ".", key);
+    const std::string key_where = absl::StrCat(where, ".", Shown(key));
     auto it = keys.find(key);
     if (it == keys.end()) {
       return absl::InvalidArgumentError(absl::StrCat(key_where, ": unknown key"));
@@ -102,14 +112,14 @@ absl::Status Apply(const YAML::Node& root, const std::string& file, LaunchOption
   };
   for (const auto& entry : root) {
     const std::string name = entry.first.as<std::string>();
-    const std::string where = absl::StrCat(file, ": ", name);
+    const std::string where = absl::StrCat(file, ": ", Shown(name));
     if (name == "controller") {
       std::optional<std::string> controller;
       if (absl::Status s = Fill(entry.second, where, &controller); !s.ok()) return s;
       const std::string lower = absl::AsciiStrToLower(controller.value_or("mpi"));
       if (lower != "mpi" && lower != "gloo") {
-        return absl::InvalidArgumentError(
-            absl::StrCat(where, ": no such controller '", *controller, "' (expected mpi or gloo)"));
+        return absl::InvalidArgumentError(absl::StrCat(
+            where, ": no such controller '", Shown(*controller), "' (expected mpi or gloo)"));
       }
       // gloo: chorus's MPI-less mode (UCX). A --mpi on the command line wins (args.cc).
       if (lower == "gloo") o->gloo = true;
@@ -133,12 +143,12 @@ absl::Status ApplyConfigYaml(const std::string& text, const std::string& file_na
     root = YAML::Load(text);
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(
-        absl::StrCat(file_name, ": not valid YAML: line ", e.mark.line + 1, ": ", e.msg));
+        absl::StrCat(file_name, ": not valid YAML: line ", e.mark.line + 1, ": ", OneLine(e.msg)));
   }
   try {
     return Apply(root, file_name, options);
   } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(file_name, ": ", e.msg));
+    return absl::InvalidArgumentError(absl::StrCat(file_name, ": ", OneLine(e.msg)));
   }
 }
 

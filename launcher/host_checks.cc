@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 
 #include "launcher/worker_output.h"
 
@@ -134,6 +135,36 @@ std::vector<std::pair<std::string, std::string>> HostChecks::Take(Supervisor::Ev
 
 void HostChecks::Stop(Supervisor& supervisor) {
   for (auto& [host, check] : running_) supervisor.Stop(check->id, SIGKILL);
+}
+
+absl::StatusOr<SshCheckOutcome> CheckHostsOverSsh(const std::vector<std::string>& hosts,
+                                                  const SshOptions& ssh,
+                                                  const std::string& ssh_path,
+                                                  const Environment& env, absl::Duration timeout) {
+  SshOptions options = ssh;
+  options.connect_timeout_s = static_cast<int>(absl::ToInt64Seconds(timeout));
+  // Declared before the Supervisor, which closes the checks' open streams into them when it goes.
+  HostChecks checks(options, ssh_path, "", env, timeout);
+  absl::StatusOr<std::unique_ptr<Supervisor>> supervisor = Supervisor::Create({});
+  if (!supervisor.ok()) return supervisor.status();
+  checks.Check(hosts, **supervisor, absl::Now());
+  SshCheckOutcome outcome;
+  Supervisor::Events events;
+  while (true) {
+    std::vector<std::pair<std::string, std::string>> failed = checks.Take(events);
+    if (!failed.empty()) {
+      outcome.failure = failed.front().second;
+      break;
+    }
+    if (checks.Settled(hosts)) break;
+    events = (*supervisor)->Poll(checks.Tick(**supervisor, absl::Now()));
+    if (!events.signals.empty()) {
+      outcome.signal = events.signals.front();
+      break;
+    }
+  }
+  checks.Stop(**supervisor);  // the Supervisor reaps them as it goes
+  return outcome;
 }
 
 }  // namespace chorus::launcher

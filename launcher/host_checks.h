@@ -6,16 +6,21 @@
 // instead of failing a worker later. Each check runs under the job's Supervisor and is bounded
 // by the start timeout (ssh's ConnectTimeout, then SIGTERM and SIGKILL).
 //
+// CheckHostsOverSsh runs the same checks at once for a job that needs every host before it
+// starts (MPI mode, where mpirun reaches its hosts with ssh), under a Supervisor of its own.
+//
 // Thread-safety: thread-compatible; the engine's thread, with its Supervisor.
 #ifndef CHORUS_LAUNCHER_HOST_CHECKS_H_
 #define CHORUS_LAUNCHER_HOST_CHECKS_H_
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
 #include "launcher/mpirun_command.h"
@@ -58,6 +63,21 @@ class HostChecks {
   std::map<std::string, bool> verdicts_;                     // host -> passed
   std::vector<std::pair<std::string, std::string>> failed_;  // not yet taken
 };
+
+struct SshCheckOutcome {
+  std::optional<std::string> failure;  // the first failure's sentence (HostChecks::Take's)
+  std::optional<int> signal;           // SIGINT/SIGTERM that reached chorusrun meanwhile
+};
+
+// Checks every host of `hosts` with `ssh HOST true` at once and returns when every check
+// passed, at the first failure (the other checks are killed), or when SIGINT/SIGTERM reaches
+// chorusrun; it sleeps in the Supervisor's poll meanwhile. `ssh_path`: ssh, found on PATH;
+// `timeout`: --start-timeout (ssh's ConnectTimeout, then each check's deadline). Internal when
+// the Supervisor cannot be created.
+absl::StatusOr<SshCheckOutcome> CheckHostsOverSsh(const std::vector<std::string>& hosts,
+                                                  const SshOptions& ssh,
+                                                  const std::string& ssh_path,
+                                                  const Environment& env, absl::Duration timeout);
 
 }  // namespace chorus::launcher
 

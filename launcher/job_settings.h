@@ -10,7 +10,7 @@
 //   CHORUS_ELASTIC_DISCOVERY_INTERVAL (seconds, fractional allowed, default 1).
 //
 // Both: --start-timeout (else HOROVOD_START_TIMEOUT, else 30 s: how long ssh may take to answer
-// and a worker to reach the rendezvous).
+// and a worker to reach the rendezvous). MPI mode uses only this one, for its ssh checks.
 //
 // Pure functions.
 //

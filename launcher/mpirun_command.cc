@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 
 #include "base/config_names.h"
 #include "launcher/args.h"
@@ -110,6 +111,56 @@ absl::StatusOr<std::vector<std::string>> BuildMpirunArgv(const LaunchOptions& o,
   }
   argv.insert(argv.end(), o.command.begin(), o.command.end());
   return argv;
+}
+
+bool MpirunUsesSsh(const LaunchOptions& o, const Environment& env) {
+  static constexpr absl::string_view kLauncherParams[] = {"plm", "plm_rsh_agent", "orte_rsh_agent"};
+  for (absl::string_view param : kLauncherParams) {
+    if (env.contains(absl::StrCat("OMPI_MCA_", param))) return false;
+  }
+  if (env.contains("SLURM_JOB_ID") || env.contains("SLURM_JOBID")) return false;
+  if (o.mpi_args) {
+    absl::StatusOr<std::vector<std::string>> words = ShellSplit(*o.mpi_args);
+    for (const std::string& word : words.ok() ? *words : std::vector<std::string>{}) {
+      if (absl::c_linear_search(kLauncherParams, word)) return false;
+    }
+  }
+  return true;
+}
+
+std::optional<std::vector<std::string>> MpirunRankHosts(const LaunchOptions& o,
+                                                        const MpirunJob& job) {
+  if (o.binding_args) return std::nullopt;
+  for (const auto& [name, value] : job.environment) {
+    if (absl::StartsWith(name, "OMPI_MCA_rmaps_") && name != "OMPI_MCA_rmaps_base_oversubscribe") {
+      return std::nullopt;
+    }
+  }
+  if (o.mpi_args) {
+    // Options that place or number ranks otherwise (Open MPI 4.1's mpirun --help), and any
+    // MCA parameter of the mapper (rmaps_*).
+    static constexpr absl::string_view kMapping[] = {
+        "map-by",        "rank-by",      "rankfile",    "rf",
+        "npernode",      "npersocket",   "pernode",     "ppr",
+        "bynode",        "bysocket",     "bycore",      "H",
+        "host",          "hostfile",     "machinefile", "default-hostfile",
+        "cpus-per-proc", "cpus-per-rank"};
+    absl::StatusOr<std::vector<std::string>> words = ShellSplit(*o.mpi_args);
+    if (!words.ok()) return std::nullopt;
+    for (const std::string& word : *words) {
+      absl::string_view option = word;
+      if (absl::StrContains(option, "rmaps")) return std::nullopt;
+      if (!absl::ConsumePrefix(&option, "-")) continue;
+      absl::ConsumePrefix(&option, "-");
+      option = option.substr(0, option.find('='));
+      if (absl::c_linear_search(kMapping, option)) return std::nullopt;
+    }
+  }
+  absl::StatusOr<std::vector<RankPlacement>> layout = LayoutRanks(job.hosts, o.num_proc);
+  if (!layout.ok()) return std::nullopt;
+  std::vector<std::string> hosts;
+  for (const RankPlacement& p : *layout) hosts.push_back(p.host);
+  return hosts;
 }
 
 std::string ShellJoin(const std::vector<std::string>& argv) {

@@ -26,6 +26,7 @@
 #define CHORUS_LAUNCHER_MPIRUN_COMMAND_H_
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -81,6 +82,21 @@ std::vector<std::string> ExportedNames(const Environment& env);
 // mpirun's argv. InvalidArgument when --mpi-args or --binding-args do not split like shell words.
 absl::StatusOr<std::vector<std::string>> BuildMpirunArgv(const LaunchOptions& options,
                                                          const MpirunJob& job);
+
+// Whether mpirun starts its daemons on other hosts with ssh (Open MPI's rsh launcher with its
+// default agent, ssh found on PATH), which chorusrun then checks first (launcher/host_checks.h).
+// Not when the environment or --mpi-args choose the launcher or its agent (the MCA parameters
+// plm, plm_rsh_agent, orte_rsh_agent: OMPI_MCA_<name>, or the name in --mpi-args), nor inside
+// a Slurm job (SLURM_JOB_ID or SLURM_JOBID set: Open MPI then starts its daemons with srun).
+bool MpirunUsesSsh(const LaunchOptions& options, const Environment& env);
+
+// Where mpirun runs each rank (index: rank), as the host list names the hosts: -H's hosts
+// filled in order, each host's slots in order (-map-by slot), which is elastic::LayoutRanks'
+// layout. nullopt when chorusrun cannot tell: --binding-args replaces -map-by slot, or
+// --mpi-args or an OMPI_MCA_rmaps_* variable (but rmaps_base_oversubscribe, which changes
+// nothing while -np fits the slots) may choose another mapping or ranking.
+std::optional<std::vector<std::string>> MpirunRankHosts(const LaunchOptions& options,
+                                                        const MpirunJob& job);
 
 // `argv` as one line a POSIX shell would read back into the same words (for --verbose).
 std::string ShellJoin(const std::vector<std::string>& argv);

@@ -240,6 +240,7 @@ void MpirunOutputParser::EmitRankLine(const Key& key, absl::string_view timestam
   line.rank = key.first;
   line.is_stdout = key.second == Stream::kStdout;
   line.text = absl::StrCat(timestamp, "[", key.first, kTags[static_cast<int>(key.second)], text);
+  line.body = line.text.size() - text.size();
   emit_(line);
 }
 

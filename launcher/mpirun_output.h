@@ -48,6 +48,9 @@ struct OutputLine {
   std::string text;
   std::optional<int> rank;  // nullopt for mpirun's own lines
   bool is_stdout = false;   // a rank's <stdout>; the rest belongs on stderr
+  size_t body = 0;          // where the rank's own text begins in `text` (after its tag)
+
+  absl::string_view rank_text() const { return absl::string_view(text).substr(body); }
 };
 
 // Turns mpirun's --tag-output byte stream, in chunks of any size, into whole lines: each rank's

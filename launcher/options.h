@@ -23,7 +23,8 @@ struct LaunchOptions {
   std::optional<std::string> hosts;     // -H/--hosts, unparsed
   std::optional<std::string> hostfile;  // --hostfile path
   bool verbose = false;
-  std::optional<int> start_timeout_s;           // unset: HOROVOD_START_TIMEOUT, else 30 (--gloo)
+  std::optional<int>
+      start_timeout_s;  // unset: HOROVOD_START_TIMEOUT, else 30 (MPI mode: ssh checks)
   std::vector<std::string> network_interfaces;  // --network-interface(s), in order, unique
   // MPI mode: mpirun's --output-filename; --gloo: DIR/rank.<r>/{stdout,stderr}.
   std::optional<std::string> output_filename;

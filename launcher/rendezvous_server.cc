@@ -174,6 +174,14 @@ class Store {
                                                      " published after generation ", current,
                                                      " (generations only grow)"));
     }
+    if (generation.aborted()) {
+      chorus::rendezvous::AbortRecord record;
+      record.set_number(generation.number());
+      record.set_cause(generation.cause());
+      *record.mutable_lost_ranks() = generation.lost_ranks();
+      last_abort_ = std::move(record);
+    }
+    if (last_abort_) *generation.mutable_last_abort() = *last_abort_;
     generation_ = std::move(generation);
     cv_.notify_all();
     return absl::OkStatus();
@@ -298,6 +306,8 @@ class Store {
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   // The job's current generation.
   std::optional<chorus::rendezvous::Generation> generation_ ABSL_GUARDED_BY(mu_);
+  // The newest aborted generation published, stamped into every later one (see Generation).
+  std::optional<chorus::rendezvous::AbortRecord> last_abort_ ABSL_GUARDED_BY(mu_);
   // Worker id -> its last Watch.
   absl::flat_hash_map<std::string, absl::Time> heartbeats_ ABSL_GUARDED_BY(mu_);
 };

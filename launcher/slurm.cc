@@ -4,6 +4,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -66,6 +67,12 @@ absl::Status ExpandEntry(absl::string_view entry, absl::string_view list,
     const absl::string_view literal =
         entry.substr(i, open == absl::string_view::npos ? open : open - i);
     if (literal.find(']') != absl::string_view::npos) return BadNodelist(list, "unbalanced ']'");
+    // The names become hosts, as -H and hostfiles give them: the same characters only.
+    if (!literal.empty() && !IsValidHostName(literal)) {
+      return BadNodelist(list, absl::StrCat("'", absl::CHexEscape(literal),
+                                            "' holds a character a host name cannot (letters, "
+                                            "digits, '.', '-', '_')"));
+    }
     for (std::string& p : partial) absl::StrAppend(&p, literal);
     if (open == absl::string_view::npos) break;
     const size_t close = entry.find(']', open);

@@ -29,7 +29,8 @@ namespace chorus::launcher {
 // ranges ("n[1-3,7]", "rack[1-2]-n[01-02]": every combination, leftmost bracket slowest).
 // A range keeps the zero padding of its lower bound ("[08-10]" -> 08 09 10). InvalidArgument
 // naming the list for an empty entry, an unbalanced bracket, a non-numeric bound, a range whose
-// end is below its start, or more than 1000000 names.
+// end is below its start, a character no host name holds (names are checked as -H checks them:
+// IsValidHostName), or more than 1000000 names.
 absl::StatusOr<std::vector<std::string>> ParseSlurmNodelist(absl::string_view text);
 
 // Expands SLURM_TASKS_PER_NODE: "N" or "N(xK)" entries, comma-separated, N >= 1, K >= 1.

@@ -73,7 +73,13 @@ void BackgroundLoop::ThreadMain(std::vector<std::vector<int32_t>> process_sets) 
     absl::Status status = RunCycle(&stop);
     if (!status.ok()) {
       if (watchdog_ != nullptr) watchdog_->Disarm();
-      CHORUS_LOG(ERROR) << "background loop stopped: " << status;
+      // An elastic reset aborts the world on purpose (Aborted, from chorusrun's generation):
+      // the training loop rolls back; it is not an error of this process.
+      if (absl::IsAborted(status)) {
+        CHORUS_LOG(WARNING) << "background loop stopped: " << status;
+      } else {
+        CHORUS_LOG(ERROR) << "background loop stopped: " << status;
+      }
       queue_->Fail(absl::StrCat("chorus stopped after a failure: ", status.ToString()));
       if (gpu_ != nullptr) {
         gpu_->Fail(status);  // aborts NCCL: nothing may wait for peers that are gone
@@ -113,10 +119,12 @@ absl::Status BackgroundLoop::Handshake(const std::vector<std::vector<int32_t>>& 
   mine.inplace_min_bytes = config_.inplace_min_bytes;
   mine.cache_capacity = config_.cache_capacity;
   mine.num_nccl_streams = config_.num_nccl_streams;
+  mine.hierarchical_allreduce = config_.hierarchical_allreduce;
+  mine.hierarchical_allgather = config_.hierarchical_allgather;
   if (config_.autotune && topology_.rank == 0) {
+    // Whether the hierarchical knob applies is known once the hosts are (StartAutotune).
     mine.autotune_start =
-        Autotuner::StartPoint(*autotune_memory_, CurrentParameters(mine, config_.cycle_time),
-                              HierarchicalAllreduceApplies());
+        Autotuner::StartPoint(*autotune_memory_, CurrentParameters(mine, config_.cycle_time));
     // An elastic job's generation, else the worlds this runtime has formed.
     mine.autotune_generation =
         config_.elastic ? config_.elastic_generation : autotune_memory_->worlds;
@@ -143,7 +151,7 @@ absl::Status BackgroundLoop::Handshake(const std::vector<std::vector<int32_t>>& 
                            topology_.rank, " speaks ", kProtocolVersion, ": mixed chorus versions");
   } else {
     shared_ = *parsed;
-    problem = StartAutotune();
+    problem = OpenAutotuneLog();
   }
   if (problem.empty() && root_sets != my_sets) {
     problem = absl::StrCat("init-time process sets differ: rank 0 has ", root_sets, ", rank ",
@@ -183,6 +191,8 @@ absl::Status BackgroundLoop::Handshake(const std::vector<std::vector<int32_t>>& 
     options.stall_check_disabled = config_.stall_check_disabled;
     coordinator_ = std::make_unique<Coordinator>(topology_.size, options);
   }
+  CHORUS_RETURN_IF_ERROR(GatherPlaces());
+  StartAutotune();
   std::vector<int32_t> world(topology_.size);
   for (int32_t r = 0; r < topology_.size; ++r) world[r] = r;
   CHORUS_RETURN_IF_ERROR(AddProcessSet(kGlobalProcessSetId, world));
@@ -197,33 +207,34 @@ absl::Status BackgroundLoop::Handshake(const std::vector<std::vector<int32_t>>& 
   return absl::OkStatus();
 }
 
-std::string BackgroundLoop::StartAutotune() {
+std::string BackgroundLoop::OpenAutotuneLog() {
   const int64_t world = autotune_memory_->worlds++;
   if (!shared_.autotune_start.has_value()) return "";
-  // Rank 0 sent a starting point: it autotunes.
-  const bool decides = topology_.rank == 0;
-  const int64_t generation = shared_.autotune_generation;
-  std::unique_ptr<AutotuneLog> log;
-  if (decides && !config_.autotune_log.empty()) {
-    // A job's first world starts the file afresh; later ones (re-formed worlds, elastic
-    // generations, possibly with another process as rank 0) append to it.
-    absl::StatusOr<std::unique_ptr<AutotuneLog>> opened =
-        AutotuneLog::Open(config_.autotune_log, /*truncate=*/world == 0 && generation == 0);
-    if (!opened.ok()) return absl::StrCat("rank 0: ", opened.status().message());
-    log = *std::move(opened);
-  }
-  autotuner_ = std::make_unique<Autotuner>(config_, decides, std::move(log), generation,
-                                           HierarchicalAllreduceApplies(), autotune_memory_);
-  autotuner_->Start(*shared_.autotune_start);
-  ApplyTuned(*shared_.autotune_start);
+  if (topology_.rank != 0 || config_.autotune_log.empty()) return "";
+  // A job's first world starts the file afresh; later ones (re-formed worlds, elastic
+  // generations, possibly with another process as rank 0) append to it.
+  absl::StatusOr<std::unique_ptr<AutotuneLog>> opened = AutotuneLog::Open(
+      config_.autotune_log, /*truncate=*/world == 0 && shared_.autotune_generation == 0);
+  if (!opened.ok()) return absl::StrCat("rank 0: ", opened.status().message());
+  autotune_log_ = *std::move(opened);
   return "";
 }
 
+void BackgroundLoop::StartAutotune() {
+  // Rank 0 sent a starting point: it autotunes.
+  if (!shared_.autotune_start.has_value()) return;
+  const bool hierarchical = HierarchicalAllreduceApplies();
+  autotuner_ = std::make_unique<Autotuner>(config_, /*decides=*/topology_.rank == 0,
+                                           std::move(autotune_log_), shared_.autotune_generation,
+                                           hierarchical, autotune_memory_);
+  const TunedParameters start = KnobSpace(hierarchical).Conform(*shared_.autotune_start);
+  autotuner_->Start(start);
+  ApplyTuned(start);
+}
+
 bool BackgroundLoop::HierarchicalAllreduceApplies() const {
-  // Hierarchical allreduce joins the search (Knob::kHierarchical, runtime/autotune/knob_space.h)
-  // where a data plane can run it over this world's layout and reads
-  // SharedConfig::hierarchical_allreduce per batch. No data plane of this runtime has the
-  // algorithm: every allreduce runs flat, so the search is over the other knobs.
+  // Not yet a knob of the search: the loop does not hand the tuned value to the hierarchical
+  // data plane's per-batch modes in a tested way yet.
   return false;
 }
 
@@ -293,11 +304,98 @@ absl::StatusOr<double> BackgroundLoop::EstimateClockOffset() {
   return static_cast<double>(mine) / 1000.0;
 }
 
+absl::Status BackgroundLoop::GatherPlaces() {
+  const std::string mine = absl::StrCat(topology_.local_rank, ",", topology_.local_size, ",",
+                                        topology_.cross_rank, ",", topology_.cross_size);
+  std::vector<std::string> all;
+  CHORUS_RETURN_IF_ERROR(controller_->GatherToRoot(mine, &all));
+  std::string joined = absl::StrJoin(all, ";");  // rank 0's; empty elsewhere
+  CHORUS_RETURN_IF_ERROR(controller_->BroadcastFromRoot(&joined));
+  std::vector<ops::RankPlace> places;
+  for (absl::string_view place : absl::StrSplit(joined, ';')) {
+    const std::vector<absl::string_view> n = absl::StrSplit(place, ',');
+    ops::RankPlace p;
+    if (n.size() != 4 || !absl::SimpleAtoi(n[0], &p.local_rank) ||
+        !absl::SimpleAtoi(n[1], &p.local_size) || !absl::SimpleAtoi(n[2], &p.cross_rank) ||
+        !absl::SimpleAtoi(n[3], &p.cross_size)) {
+      return absl::InternalError(absl::StrCat("malformed rank places from rank 0: ", joined));
+    }
+    places.push_back(p);
+  }
+  if (static_cast<int32_t>(places.size()) != topology_.size) {
+    return absl::InternalError(absl::StrCat("rank 0 sent ", places.size(),
+                                            " rank places for a world of ", topology_.size));
+  }
+  hosts_ = ops::HostsOfRanks(places);
+  return absl::OkStatus();
+}
+
+ops::HierarchyPlan BackgroundLoop::PlanHierarchyOf(const std::vector<int32_t>& ranks) const {
+  if (!hosts_.ok()) {
+    ops::HierarchyPlan plan;
+    plan.kind = ops::HierarchyPlan::Kind::kUnknownHosts;
+    plan.reason = absl::StrCat("the ranks' local and cross numbers do not describe hosts (",
+                               hosts_.status().message(), ")");
+    return plan;
+  }
+  std::vector<int32_t> host_of_member;
+  host_of_member.reserve(ranks.size());
+  for (int32_t r : ranks) host_of_member.push_back((*hosts_)[static_cast<size_t>(r)]);
+  return ops::PlanHierarchy(host_of_member);
+}
+
 absl::Status BackgroundLoop::AddProcessSet(int32_t id, std::vector<int32_t> ranks) {
   CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<ops::CollectiveBackend> backend,
                           controller_->CreateBackend(ranks));
-  registry_->Set(id, ranks);
-  process_sets_[id] = ProcessSet{std::move(ranks), std::move(backend)};
+  ops::HierarchyPlan plan = PlanHierarchyOf(ranks);
+  ProcessSet set;
+  const ops::HierarchyModes modes = HierarchyModes();
+  const bool asked = modes.allreduce || modes.allgather;
+  const char* variables = modes.allreduce && modes.allgather
+                              ? "CHORUS_HIERARCHICAL_ALLREDUCE and CHORUS_HIERARCHICAL_ALLGATHER"
+                          : modes.allreduce ? "CHORUS_HIERARCHICAL_ALLREDUCE"
+                                            : "CHORUS_HIERARCHICAL_ALLGATHER";
+  if (plan.kind == ops::HierarchyPlan::Kind::kHierarchical) {
+    // Every world rank takes part in both partitions (collective over the world, as
+    // CreateBackend); the ranks outside the set in no group.
+    const size_t world = static_cast<size_t>(topology_.size);
+    std::vector<int32_t> local_group(world, -1), cross_group(world, -1);
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      local_group[static_cast<size_t>(ranks[i])] = plan.layout.host[i];
+      cross_group[static_cast<size_t>(ranks[i])] = plan.layout.local[i];
+    }
+    CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<ops::CollectiveBackend> local,
+                            controller_->CreateGroupBackend(local_group));
+    CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<ops::CollectiveBackend> cross,
+                            controller_->CreateGroupBackend(cross_group));
+    set.hierarchical = true;
+    if (asked && topology_.rank == 0 && id == kGlobalProcessSetId) {
+      CHORUS_LOG(INFO) << variables << ": hierarchical over " << plan.layout.cross_size
+                       << " hosts x " << plan.layout.local_size << " ranks";
+    }
+    if (backend != nullptr) {
+      CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<ops::HierarchicalBackend> hierarchical,
+                              ops::HierarchicalBackend::Create(std::move(backend), std::move(local),
+                                                               std::move(cross), std::move(plan)));
+      hierarchical->set_modes(modes);
+      set.hierarchy = hierarchical.get();
+      backend = std::move(hierarchical);
+    }
+  } else if (asked && !warned_flat_ && topology_.rank == 0 &&
+             (plan.kind == ops::HierarchyPlan::Kind::kHeterogeneous ||
+              plan.kind == ops::HierarchyPlan::Kind::kUnknownHosts)) {
+    // Once per world (Horovod's condition: every host runs the same number of ranks).
+    warned_flat_ = true;
+    CHORUS_LOG(WARNING) << variables << (modes.allreduce && modes.allgather ? " are" : " is")
+                        << " set, but process set " << id
+                        << " cannot run hierarchically: " << plan.reason
+                        << "; that needs the same number of ranks on every host. Its "
+                        << "collectives run flat (one collective over all its ranks).";
+  }
+  set.ranks = ranks;
+  set.backend = std::move(backend);
+  registry_->Set(id, std::move(ranks));
+  process_sets_[id] = std::move(set);
   return absl::OkStatus();
 }
 
@@ -626,14 +724,21 @@ absl::Status BackgroundLoop::ExecuteResponse(const Response& response) {
     }
     return absl::OkStatus();
   }
+  const ops::HierarchyModes modes = HierarchyModes();
   if (set->second.backend == nullptr) {
     // Not a member: the next call meets the members after they ran it (Note [No-progress
     // bound] in runtime/progress_watchdog.h).
     if (watchdog_ != nullptr) {
-      watchdog_->AllowForeignCalls(MaxBlockingCalls(response, shared_.pipeline_chunk_bytes));
+      watchdog_->AllowForeignCalls(
+          MaxBlockingCalls(response, shared_.pipeline_chunk_bytes,
+                           set->second.hierarchical && (modes.allreduce || modes.allgather)));
     }
     return absl::OkStatus();
   }
+  // Note [Hierarchy per batch]: the modes are read from shared_ for every batch, at the same
+  // point of the global order on every member, so a change of shared_.hierarchical_* made at one
+  // point of that order on every rank (an autotuner's decision) applies from the next batch.
+  if (set->second.hierarchy != nullptr) set->second.hierarchy->set_modes(modes);
 
   std::vector<TensorEntry*> entries(response.names.size(), nullptr);
   std::vector<PendingMap::iterator> found(response.names.size(), pending_.end());
@@ -750,7 +855,8 @@ absl::Status BackgroundLoop::LaunchOnGpu(const Response& response, ProcessSet& s
   for (size_t i = 0; i < entries.size(); ++i) {
     if (entries[i] != nullptr) owned[i] = TakePending(response.names[i]);
   }
-  return gpu_->Launch(response, response.process_set_id, *set.backend, std::move(owned));
+  return gpu_->Launch(response, response.process_set_id, *set.backend, std::move(owned),
+                      set.hierarchy);
 }
 
 void BackgroundLoop::FailAllPending(const absl::Status& status) {

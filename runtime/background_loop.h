@@ -55,9 +55,11 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
 #include "ops/gpu_platform.h"
+#include "ops/hierarchical/hierarchical_backend.h"
 #include "runtime/autotune/autotuner.h"
 #include "runtime/cache_bit_vector.h"
 #include "runtime/config.h"
@@ -115,6 +117,11 @@ class BackgroundLoop {
   struct ProcessSet {
     std::vector<int32_t> ranks;                       // world ranks, ascending
     std::unique_ptr<ops::CollectiveBackend> backend;  // null when this rank is not a member
+    // Whether the set's layout allows hierarchical collectives (on every rank, members or not).
+    bool hierarchical = false;
+    // The backend itself when it is hierarchical (members only), else null: the loop hands it
+    // the modes before each batch.
+    ops::HierarchicalBackend* hierarchy = nullptr;
   };
 
   void ThreadMain(std::vector<std::vector<int32_t>> process_sets);
@@ -122,10 +129,15 @@ class BackgroundLoop {
   // setting cannot be applied.
   void PinAsConfigured();
   absl::Status Handshake(const std::vector<std::vector<int32_t>>& process_sets);
-  // Handshake, after the shared config: when rank 0 autotunes, makes this world's autotuner
-  // (rank 0 opens the autotune log) and starts at rank 0's point. The problem, if any.
-  std::string StartAutotune();
-  // Whether hierarchical allreduce is a knob of this world's autotune search.
+  // Handshake, after the shared config: counts the world; when rank 0 autotunes, rank 0 opens
+  // the autotune log (autotune_log_). The problem, if any.
+  std::string OpenAutotuneLog();
+  // Handshake, once the hosts are known (GatherPlaces) and before the process sets are made:
+  // when rank 0 autotunes, makes this world's autotuner, with the hierarchical knob where it
+  // applies, and switches to rank 0's start point (conformed to the world's knobs).
+  void StartAutotune();
+  // Whether hierarchical allreduce is a knob of this world's autotune search: the world can run
+  // it (the global set's plan is kHierarchical). The same on every rank (hosts_ is rank 0's).
   bool HierarchicalAllreduceApplies() const;
   // Runs the next responses with `p` (shared config, executor, cycle time).
   void ApplyTuned(const TunedParameters& p);
@@ -134,7 +146,16 @@ class BackgroundLoop {
   absl::Status AgreeNoProblem(const std::string& problem, const std::string& elsewhere);
   // This rank's wall clock minus rank 0's, in microseconds (median of a few barrier exits).
   absl::StatusOr<double> EstimateClockOffset();
+  // Every rank's local and cross numbers, to every rank: the hosts (hosts_).
+  absl::Status GatherPlaces();
   absl::Status AddProcessSet(int32_t id, std::vector<int32_t> ranks);
+  // Whether and how the set of these world ranks runs hierarchical collectives.
+  ops::HierarchyPlan PlanHierarchyOf(const std::vector<int32_t>& ranks) const;
+  // The hierarchical modes in effect for the next batch (Note [Hierarchy per batch] in
+  // background_loop.cc).
+  ops::HierarchyModes HierarchyModes() const {
+    return {shared_.hierarchical_allreduce, shared_.hierarchical_allgather};
+  }
   // One cycle; sets *stop when the loop must end. A non-OK status is fatal.
   absl::Status RunCycle(bool* stop);
 
@@ -204,6 +225,10 @@ class BackgroundLoop {
   std::unique_ptr<Controller> controller_;
   ProgressWatchdog* watchdog_ = nullptr;  // the controller's, armed after the handshake; or null
   Topology topology_;
+  // Every world rank's host (ops::HostsOfRanks of the numbers gathered at the handshake), or
+  // why those numbers do not describe hosts.
+  absl::StatusOr<std::vector<int32_t>> hosts_ = std::vector<int32_t>();
+  bool warned_flat_ = false;  // the one warning that a set runs flat despite the config
   SubmissionQueue* queue_;
   EntryPool* entry_pool_;
   ProcessSetRegistry* registry_;
@@ -242,6 +267,7 @@ class BackgroundLoop {
   CycleTracer tracer_;
   AutotuneMemory* autotune_memory_;
   std::unique_ptr<Autotuner> autotuner_;  // when rank 0 autotunes; set by the handshake
+  std::unique_ptr<AutotuneLog> autotune_log_;  // rank 0, between OpenAutotuneLog and StartAutotune
 };
 
 }  // namespace chorus::runtime

@@ -42,6 +42,20 @@ inline std::vector<int64_t> ReducescatterCounts(const std::vector<int64_t>& shap
   return counts;
 }
 
+// One rank's alltoall splits for a first dimension of `rows` in a set of `set_size` ranks: one
+// non-negative count per rank summing to `rows`, or none for an even split. Counted down, never
+// summed: the splits come from users and peers, and a sum of them could overflow.
+inline bool AreValidSplits(const std::vector<int64_t>& splits, int64_t rows, size_t set_size) {
+  if (splits.empty()) return set_size > 0 && rows % static_cast<int64_t>(set_size) == 0;
+  if (splits.size() != set_size) return false;
+  int64_t left = rows;  // rows no split has taken yet
+  for (int64_t s : splits) {
+    if (s < 0 || s > left) return false;
+    left -= s;
+  }
+  return left == 0;
+}
+
 // Byte counts and offsets of one alltoall on this rank: send_rows[r] rows go to rank r,
 // recv_rows[r] rows come from it, each row `row_bytes` bytes, packed in rank order.
 struct AlltoallLayout {

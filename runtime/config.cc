@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,20 @@ bool ParseDouble(absl::string_view text, bool allow_zero, double* out) {
   if (!absl::SimpleAtod(text, &value) || !std::isfinite(value)) return false;
   if (value < 0 || (value == 0 && !allow_zero)) return false;
   *out = value;
+  return true;
+}
+
+// Parses a number of `unit`s (absl::Milliseconds(1) or absl::Seconds(1)) as ParseDouble does, into
+// a Duration it fits: too large a count would saturate to InfiniteDuration (which no variable
+// means, and Describe() cannot render back), and where zero is not allowed, one so small that it
+// rounds to zero is refused too.
+bool ParseDuration(absl::string_view text, absl::Duration unit, bool allow_zero,
+                   absl::Duration* out) {
+  double count = 0;
+  if (!ParseDouble(text, allow_zero, &count)) return false;
+  const absl::Duration d = count * unit;
+  if (d == absl::InfiniteDuration() || (d == absl::ZeroDuration() && !allow_zero)) return false;
+  *out = d;
   return true;
 }
 
@@ -108,10 +123,7 @@ const Variable kVariables[] = {
      "batching window of the background loop while work is pending (ends once local "
      "submissions pause; checked after 50 us, then at doubling intervals)",
      [](absl::string_view text, Config* c) {
-       double ms = 0;
-       if (!ParseDouble(text, /*allow_zero=*/false, &ms)) return false;
-       c->cycle_time = absl::Milliseconds(ms);
-       return true;
+       return ParseDuration(text, absl::Milliseconds(1), /*allow_zero=*/false, &c->cycle_time);
      },
      [](const Config& c) { return FormatDouble(absl::ToDoubleMilliseconds(c.cycle_time)); }},
     {config_names::kCacheCapacity,
@@ -163,10 +175,7 @@ const Variable kVariables[] = {
      "expected a non-negative number of seconds (0 = never)",
      "seconds a launched GPU batch may run before its communicators are aborted; 0 = never",
      [](absl::string_view text, Config* c) {
-       double s = 0;
-       if (!ParseDouble(text, /*allow_zero=*/true, &s)) return false;
-       c->gpu_op_timeout = absl::Seconds(s);
-       return true;
+       return ParseDuration(text, absl::Seconds(1), /*allow_zero=*/true, &c->gpu_op_timeout);
      },
      [](const Config& c) { return FormatDouble(absl::ToDoubleSeconds(c.gpu_op_timeout)); }},
     {config_names::kStallCheckTimeSeconds,
@@ -174,10 +183,7 @@ const Variable kVariables[] = {
      "expected a positive number of seconds",
      "seconds after which the coordinator warns about a tensor some ranks have not submitted",
      [](absl::string_view text, Config* c) {
-       double s = 0;
-       if (!ParseDouble(text, /*allow_zero=*/false, &s)) return false;
-       c->stall_warning_time = absl::Seconds(s);
-       return true;
+       return ParseDuration(text, absl::Seconds(1), /*allow_zero=*/false, &c->stall_warning_time);
      },
      [](const Config& c) { return FormatDouble(absl::ToDoubleSeconds(c.stall_warning_time)); }},
     {config_names::kStallShutdownTimeSeconds,
@@ -185,10 +191,7 @@ const Variable kVariables[] = {
      "expected a non-negative number of seconds (0 = never)",
      "seconds after which stalled ops fail with DeadlineExceeded on every rank; 0 = never",
      [](absl::string_view text, Config* c) {
-       double s = 0;
-       if (!ParseDouble(text, /*allow_zero=*/true, &s)) return false;
-       c->stall_shutdown_time = absl::Seconds(s);
-       return true;
+       return ParseDuration(text, absl::Seconds(1), /*allow_zero=*/true, &c->stall_shutdown_time);
      },
      [](const Config& c) { return FormatDouble(absl::ToDoubleSeconds(c.stall_shutdown_time)); }},
     {config_names::kStallCheckDisable,
@@ -202,10 +205,7 @@ const Variable kVariables[] = {
      "expected a positive number of milliseconds",
      "how long an idle background loop sleeps between cycles",
      [](absl::string_view text, Config* c) {
-       double ms = 0;
-       if (!ParseDouble(text, /*allow_zero=*/false, &ms)) return false;
-       c->idle_cycle_time = absl::Milliseconds(ms);
-       return true;
+       return ParseDuration(text, absl::Milliseconds(1), /*allow_zero=*/false, &c->idle_cycle_time);
      },
      [](const Config& c) { return FormatDouble(absl::ToDoubleMilliseconds(c.idle_cycle_time)); }},
     {config_names::kNoProgressTimeoutSeconds,
@@ -214,12 +214,23 @@ const Variable kVariables[] = {
      "MPI: seconds the background loop may wait on its peers without any call completing before "
      "the job is ended with MPI_Abort; 0 = no bound",
      [](absl::string_view text, Config* c) {
-       double s = 0;
-       if (!ParseDouble(text, /*allow_zero=*/true, &s)) return false;
-       c->no_progress_timeout = absl::Seconds(s);
-       return true;
+       return ParseDuration(text, absl::Seconds(1), /*allow_zero=*/true, &c->no_progress_timeout);
      },
      [](const Config& c) { return FormatDouble(absl::ToDoubleSeconds(c.no_progress_timeout)); }},
+    {config_names::kHierarchicalAllreduce,
+     {"HOROVOD_HIERARCHICAL_ALLREDUCE", nullptr},
+     "expected a boolean (1/0, true/false, yes/no, on/off)",
+     "allreduce as reduce-scatter within each host, allreduce across hosts, allgather within "
+     "each host (process sets with the same number of ranks on every host)",
+     [](absl::string_view text, Config* c) { return ParseBool(text, &c->hierarchical_allreduce); },
+     [](const Config& c) { return FormatBool(c.hierarchical_allreduce); }},
+    {config_names::kHierarchicalAllgather,
+     {"HOROVOD_HIERARCHICAL_ALLGATHER", nullptr},
+     "expected a boolean (1/0, true/false, yes/no, on/off)",
+     "CPU allgather as gather within each host, exchange across hosts, broadcast within each "
+     "host (process sets with the same number of ranks on every host)",
+     [](absl::string_view text, Config* c) { return ParseBool(text, &c->hierarchical_allgather); },
+     [](const Config& c) { return FormatBool(c.hierarchical_allgather); }},
     {config_names::kAutotune,
      {"HOROVOD_AUTOTUNE", nullptr},
      "expected a boolean (1/0, true/false, yes/no, on/off)",
@@ -429,10 +440,7 @@ const Variable kVariables[] = {
      "expected a positive number of seconds",
      "how long an MPI-less launch waits for every rank to join",
      [](absl::string_view text, Config* c) {
-       double s = 0;
-       if (!ParseDouble(text, /*allow_zero=*/false, &s)) return false;
-       c->start_timeout = absl::Seconds(s);
-       return true;
+       return ParseDuration(text, absl::Seconds(1), /*allow_zero=*/false, &c->start_timeout);
      },
      [](const Config& c) { return FormatDouble(absl::ToDoubleSeconds(c.start_timeout)); }},
     {config_names::kElasticWorkerId,
@@ -464,10 +472,7 @@ const Variable kVariables[] = {
      "expected a positive number of seconds",
      "how long an elastic worker waits for chorusrun's next generation",
      [](absl::string_view text, Config* c) {
-       double s = 0;
-       if (!ParseDouble(text, /*allow_zero=*/false, &s)) return false;
-       c->elastic_timeout = absl::Seconds(s);
-       return true;
+       return ParseDuration(text, absl::Seconds(1), /*allow_zero=*/false, &c->elastic_timeout);
      },
      [](const Config& c) { return FormatDouble(absl::ToDoubleSeconds(c.elastic_timeout)); }},
     {config_names::kRank,
@@ -552,16 +557,23 @@ const Variable kVariables[] = {
 
 // A peer with nothing to do runs a cycle (and so answers its peers' negotiation) only once
 // per idle cycle time, or cycle time while some rank has ops pending: a no-progress bound
-// below twice that would end healthy jobs.
-absl::Status CheckNoProgressTimeout(const Config& c) {
+// below twice that would end healthy jobs. `read_as` maps a variable's CHORUS_* name to the name
+// its value was read under (a Horovod alias, when only that was set): the message names what the
+// user set.
+absl::Status CheckNoProgressTimeout(const Config& c,
+                                    const std::map<absl::string_view, const char*>& read_as) {
+  const auto name = [&read_as](const char* canonical) {
+    auto it = read_as.find(canonical);
+    return it == read_as.end() ? canonical : it->second;
+  };
   if (c.no_progress_timeout == absl::ZeroDuration()) return absl::OkStatus();
   const absl::Duration cycle = std::max(c.idle_cycle_time, c.cycle_time);
   if (c.no_progress_timeout > 2 * cycle) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
-      "CHORUS_NO_PROGRESS_TIMEOUT_SECONDS=",
+      name("CHORUS_NO_PROGRESS_TIMEOUT_SECONDS"), "=",
       FormatDouble(absl::ToDoubleSeconds(c.no_progress_timeout)), " must exceed twice ",
-      c.idle_cycle_time >= c.cycle_time ? "CHORUS_IDLE_CYCLE_MS" : config_names::kCycleTimeMs, " (",
-      FormatDouble(absl::ToDoubleMilliseconds(cycle)),
+      name(c.idle_cycle_time >= c.cycle_time ? "CHORUS_IDLE_CYCLE_MS" : config_names::kCycleTimeMs),
+      " (", FormatDouble(absl::ToDoubleMilliseconds(cycle)),
       " ms): a peer with nothing to do answers only once per cycle; raise it, or set it to 0 to "
       "disable the bound"));
 }
@@ -583,6 +595,7 @@ absl::Status Config::Adopt(const std::map<std::string, std::string>& place) {
 absl::StatusOr<Config> Config::FromEnvironment(const Lookup& lookup) {
   const Lookup get = lookup ? lookup : Lookup([](const char* name) { return ::getenv(name); });
   Config config;
+  std::map<absl::string_view, const char*> read_as;
   for (const Variable& var : kVariables) {
     const char* read_name = var.name;
     const char* value = get(var.name);
@@ -592,12 +605,13 @@ absl::StatusOr<Config> Config::FromEnvironment(const Lookup& lookup) {
       value = get(alias);
     }
     if (value == nullptr) continue;
+    read_as[var.name] = read_name;
     if (!var.parse(absl::StripAsciiWhitespace(value), &config)) {
       return absl::InvalidArgumentError(
           absl::StrCat(read_name, "=\"", value, "\": ", var.expected));
     }
   }
-  CHORUS_RETURN_IF_ERROR(CheckNoProgressTimeout(config));
+  CHORUS_RETURN_IF_ERROR(CheckNoProgressTimeout(config, read_as));
   return config;
 }
 

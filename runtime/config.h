@@ -75,6 +75,17 @@ struct Config {
   // (a 4 MiB piece crosses a 100 Mbit/s link in under a second), a dead one is noticed within
   // half a minute.
   absl::Duration no_progress_timeout = absl::Seconds(30);
+  // Hierarchical allreduce (Horovod's): reduce-scatter among the ranks of each host, allreduce
+  // of each slice among the ranks with the same local rank on every host, allgather within the
+  // host; for process sets with the same number of ranks on each of several hosts, else the flat
+  // algorithm (one warning). CPU (MPI and UCX) and GPU (NCCL) tensors. Agreed at init (rank 0's
+  // value); the loop hands it to the data plane per batch (docs/hierarchical.md).
+  // CHORUS_HIERARCHICAL_ALLREDUCE (HOROVOD_HIERARCHICAL_ALLREDUCE). Default false.
+  bool hierarchical_allreduce = false;
+  // Hierarchical allgather of CPU tensors: gather within the host, exchange among the hosts'
+  // first ranks, broadcast within the host; same conditions.
+  // CHORUS_HIERARCHICAL_ALLGATHER (HOROVOD_HIERARCHICAL_ALLGATHER). Default false.
+  bool hierarchical_allgather = false;
   // Autotune (docs/autotune.md): rank 0 searches the fusion threshold, pipeline chunk size,
   // in-place minimum and cycle time (and hierarchical allreduce where it applies) for the most
   // bytes reduced per second, and every rank switches to each point it tries in the same cycle.

@@ -54,6 +54,15 @@ class Controller {
   virtual absl::StatusOr<std::unique_ptr<ops::CollectiveBackend>> CreateBackend(
       absl::Span<const int32_t> ranks) = 0;
 
+  // Creates the data planes of a partition of world ranks into groups: group_of_rank[r] (one
+  // entry per world rank) is world rank r's group, any id >= 0, or -1 for none. This rank gets
+  // the backend over the ranks of its group (ranks ascending by world rank), or a null pointer
+  // when it is in none. Collective over the whole world, like CreateBackend; every rank passes
+  // the same partition. Used for the local and cross groups of hierarchical collectives
+  // (ops/hierarchical/hierarchical_backend.h).
+  virtual absl::StatusOr<std::unique_ptr<ops::CollectiveBackend>> CreateGroupBackend(
+      absl::Span<const int32_t> group_of_rank) = 0;
+
   // The no-progress bound of this controller's calls and of the data planes it creates
   // (runtime/progress_watchdog.h), owned by the controller; the loop arms it once its
   // handshake is done and tells it what it works on. Null when the controller has none: its

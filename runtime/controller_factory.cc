@@ -20,10 +20,6 @@
 namespace chorus::runtime {
 namespace {
 
-// How long a worker told that its generation is stale waits for the watcher to hear of the
-// newer one (it is normally there already, or a poll period away).
-constexpr absl::Duration kAdoptWait = absl::Seconds(5);
-
 ops::UcxTransportOptions TransportOptions(const Config& config,
                                           std::shared_ptr<const Interrupt> interrupt = nullptr) {
   ops::UcxTransportOptions options;
@@ -111,10 +107,14 @@ absl::StatusOr<std::unique_ptr<Controller>> UcxThroughRendezvous(const Config& c
     absl::StatusOr<std::unique_ptr<Controller>> controller = FormUcxWorld(c, watcher);
     if (controller.ok() || watcher == nullptr || !watcher->elastic()) return controller;
     // An elastic worker whose generation was replaced while it formed the world (the rendezvous
-    // refused the stale generation, or the world was interrupted) joins the newer one.
+    // refused the stale generation, or the world was interrupted) joins the newer one. That may
+    // be on hold (too few workers left): the worker then waits, as in a reset, until chorusrun
+    // places it in a world, releases it or ends the job, bounded like every wait for chorusrun.
     const bool stale = controller.status().code() == absl::StatusCode::kFailedPrecondition;
     if (!stale && watcher->latest() <= c.elastic_generation) return controller;
-    CHORUS_ASSIGN_OR_RETURN(const auto place, watcher->Adopt(c.elastic_generation, kAdoptWait));
+    CHORUS_ASSIGN_OR_RETURN(
+        const auto place,
+        watcher->Adopt(c.elastic_generation, c.elastic_timeout + MembershipWatcher::kAdoptMargin));
     CHORUS_RETURN_IF_ERROR(c.Adopt(place));
   }
 }

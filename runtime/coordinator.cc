@@ -32,6 +32,7 @@
 
 #include "base/status_macros.h"
 #include "chorus/types.h"
+#include "runtime/collective_math.h"
 #include "runtime/process_set_ranks.h"
 
 namespace chorus::runtime {
@@ -184,19 +185,6 @@ absl::Status CheckShapesAgree(OpType type, const RequestsByRank& requests) {
         "a scalar (0-d tensor) has no first dimension to concatenate");
   }
   return absl::OkStatus();
-}
-
-// One rank's alltoall splits for a first dimension of `rows` in a set of `set_size` ranks:
-// one non-negative count per rank summing to `rows`, or none for an even split.
-bool AreValidSplits(const std::vector<int64_t>& splits, int64_t rows, size_t set_size) {
-  if (splits.empty()) return set_size > 0 && rows % static_cast<int64_t>(set_size) == 0;
-  bool ok = splits.size() == set_size;
-  int64_t sum = 0;
-  for (int64_t s : splits) {
-    ok = ok && s >= 0;
-    sum += s;
-  }
-  return ok && sum == rows;
 }
 
 // alltoall: every rank's splits are valid (AreValidSplits); the error names each rank's that

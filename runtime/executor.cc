@@ -36,21 +36,28 @@ absl::StatusOr<std::vector<int64_t>> ExchangeRowCounts(ops::CollectiveBackend& b
   return recv_rows;
 }
 
-int64_t MaxBlockingCalls(const Response& response, int64_t pipeline_chunk_bytes) {
+int64_t MaxBlockingCalls(const Response& response, int64_t pipeline_chunk_bytes,
+                         bool hierarchical) {
   // Reserve's agreement, an alltoall's row counts and size check, a GPU lane's agreement and
-  // NCCL id broadcasts: at most 4 beside the tensors' own calls.
-  int64_t calls = 4;
+  // NCCL id broadcasts: at most 4 beside the tensors' own calls; a hierarchical lane's local and
+  // cross communicators 3 each and one agreement more.
+  const int64_t fixed = hierarchical ? 11 : 4;
+  // A hierarchical allreduce piece or allgather: reduce-scatter (gather), allreduce (exchange),
+  // allgather (broadcast).
+  const int64_t per_collective = hierarchical ? 3 : 1;
+  int64_t calls = fixed;
   const int64_t esize = std::max<int64_t>(1, static_cast<int64_t>(DataTypeSize(response.dtype)));
   const int64_t chunk_elems = std::max<int64_t>(1, pipeline_chunk_bytes / esize);
   for (const std::vector<int64_t>& shape : response.shapes) {
     // One call per tensor; an allreduce's pieces: its own, plus at most one packed window it
     // shares with its neighbours.
-    calls += 1;
+    calls += per_collective;
     if (response.type == OpType::kAllreduce) {
-      calls += (std::max<int64_t>(NumElements(shape), 0) + chunk_elems - 1) / chunk_elems;
+      calls += per_collective *
+               ((std::max<int64_t>(NumElements(shape), 0) + chunk_elems - 1) / chunk_elems);
     }
   }
-  return std::max<int64_t>(calls, 4 + static_cast<int64_t>(response.names.size()));
+  return std::max<int64_t>(calls, fixed + static_cast<int64_t>(response.names.size()));
 }
 
 Executor::Executor(const SharedConfig& config, bool huge_pages)

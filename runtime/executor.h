@@ -51,8 +51,11 @@ absl::StatusOr<std::vector<int64_t>> ExchangeRowCounts(ops::CollectiveBackend& b
 // `pipeline_chunk_bytes`: the fusion buffer's agreement, each piece of an allreduce, one call per
 // tensor of the other types, an alltoall's exchanges, a GPU lane's creation. A rank outside the
 // set allows its next call that much longer (Note [No-progress bound] in
-// runtime/progress_watchdog.h).
-int64_t MaxBlockingCalls(const Response& response, int64_t pipeline_chunk_bytes);
+// runtime/progress_watchdog.h). `hierarchical`: the set may run hierarchical collectives
+// (ops/hierarchical/hierarchical_backend.h), three sub-collectives each, whose GPU lanes join
+// two more communicators.
+int64_t MaxBlockingCalls(const Response& response, int64_t pipeline_chunk_bytes,
+                         bool hierarchical = false);
 
 // Maps a fusion buffer of at least `bytes` bytes; null when out of memory.
 using FusionBufferAllocator = std::function<HugePageBuffer(int64_t bytes)>;

@@ -116,9 +116,12 @@ struct SharedConfig {
   int64_t inplace_min_bytes = 0;
   int32_t cache_capacity = 0;
   int32_t num_nccl_streams = 1;
-  // Whether allreduces run hierarchically, read by a data plane that can; autotune sets it where
-  // one applies (runtime/autotune/knob_space.h).
+  // CHORUS_HIERARCHICAL_ALLREDUCE / _ALLGATHER. What the loop hands each batch's data plane;
+  // changing them (at one point of the global order on every rank) switches the algorithm from
+  // the next batch on. Autotune sets hierarchical_allreduce where the knob applies
+  // (runtime/autotune/knob_space.h).
   bool hierarchical_allreduce = false;
+  bool hierarchical_allgather = false;
   // Present when rank 0 autotunes: the point every rank starts this world with (its fusion,
   // pipeline and in-place values replace the ones above, its cycle time every rank's own).
   std::optional<TunedParameters> autotune_start;
@@ -127,9 +130,27 @@ struct SharedConfig {
   bool operator==(const SharedConfig&) const = default;
 };
 
+// The most elements a tensor may have (Runtime checks it at submission): its size in bytes, at
+// most 8 an element, and the sums of a fused batch's sizes stay far from overflowing int64.
+inline constexpr int64_t kMaxElements = int64_t{1} << 56;
+
+// True for a shape a rank may send: every dimension >= 0, and the product of its non-zero
+// dimensions at most kMaxElements. Zeros are left out of the product so that every partial
+// product (a row's elements, say) is bounded too, not only the tensor's element count.
+inline bool IsValidShape(const std::vector<int64_t>& shape) {
+  int64_t product = 1;
+  for (int64_t d : shape) {
+    if (d < 0) return false;
+    if (d == 0) continue;
+    if (__builtin_mul_overflow(product, d, &product) || product > kMaxElements) return false;
+  }
+  return true;
+}
+
 // 2: the cycle's bit vector carries the OR of held cache bits (Note [Cache bit vector]).
-// 3: the response list may carry rank 0's autotune decision, the shared config its start.
-inline constexpr int32_t kProtocolVersion = 3;
+// 3: the handshake gathers every rank's local and cross numbers (hierarchical collectives).
+// 4: the response list may carry rank 0's autotune decision, the shared config its start.
+inline constexpr int32_t kProtocolVersion = 4;
 
 }  // namespace chorus::runtime
 

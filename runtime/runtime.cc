@@ -9,6 +9,8 @@
 
 #include "base/logging.h"
 #include "base/status_macros.h"
+#include "runtime/collective_math.h"
+#include "runtime/message.h"
 #include "runtime/process_set_ranks.h"
 
 namespace chorus::runtime {
@@ -38,12 +40,9 @@ absl::Status ValidateTensor(const OpRequest& r, const TensorView& t, const char*
       return Invalid(
           r, absl::StrCat(which, " has a negative dimension in shape ", ShapeToString(t.shape)));
   }
-  int64_t elements = 1;
-  for (int64_t d : t.shape) {
-    if (__builtin_mul_overflow(elements, d, &elements) || elements > (int64_t{1} << 56)) {
-      return Invalid(
-          r, absl::StrCat(which, " shape ", ShapeToString(t.shape), " has too many elements"));
-    }
+  if (!IsValidShape(t.shape)) {
+    return Invalid(r, absl::StrCat(which, " shape ", ShapeToString(t.shape),
+                                   " is too large: its non-zero dimensions multiply past 2^56"));
   }
   if (t.data == nullptr && t.num_elements() > 0) {
     return Invalid(r, absl::StrCat(which, " has no data but shape ", ShapeToString(t.shape)));
@@ -129,19 +128,10 @@ absl::Status CheckHasFirstDimension(const OpRequest& r) {
 // input has a first dimension (CheckHasFirstDimension).
 absl::Status CheckAlltoallSplits(const OpRequest& r, int set_size) {
   const int64_t rows = r.input.shape[0];
+  if (AreValidSplits(r.splits, rows, static_cast<size_t>(set_size))) return absl::OkStatus();
   if (r.splits.empty()) {
-    if (rows % set_size == 0) return absl::OkStatus();
     return Invalid(r, absl::StrCat("first dimension ", rows, " does not divide evenly among ",
                                    set_size, " ranks; pass splits"));
-  }
-  int64_t sum = 0;
-  bool negative = false;
-  for (int64_t s : r.splits) {
-    sum += s;
-    negative |= s < 0;
-  }
-  if (static_cast<int>(r.splits.size()) == set_size && !negative && sum == rows) {
-    return absl::OkStatus();
   }
   return Invalid(r,
                  absl::StrCat("splits [", absl::StrJoin(r.splits, ", "), "] must hold ", set_size,

@@ -80,6 +80,13 @@ void ToWire(const Request& in, wire::Request* out) {
   out->set_wire_dtype_plus_one(in.wire_dtype + 1);
 }
 
+// Shapes feed every rank's size arithmetic (fusion, buffers): one no rank could have submitted
+// (a negative dimension, too many elements) is malformed.
+absl::Status CheckShape(const char* what, const std::vector<int64_t>& shape) {
+  if (IsValidShape(shape)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(what, ": invalid shape ", ShapeToString(shape)));
+}
+
 absl::StatusOr<Request> FromWire(const wire::Request& in) {
   CHORUS_RETURN_IF_ERROR(CheckEnums("request", in.type(), in.dtype(), in.reduce_op()));
   Request out;
@@ -88,6 +95,7 @@ absl::StatusOr<Request> FromWire(const wire::Request& in) {
   out.name = in.name();
   out.dtype = static_cast<DataType>(in.dtype());
   out.shape.assign(in.shape().begin(), in.shape().end());
+  CHORUS_RETURN_IF_ERROR(CheckShape("request", out.shape));
   out.reduce_op = static_cast<ReduceOp>(in.reduce_op());
   out.prescale_factor = in.prescale_factor();
   out.postscale_factor = in.postscale_factor();
@@ -151,6 +159,7 @@ absl::StatusOr<Response> FromWire(const wire::Response& in) {
     }
     out.shapes.emplace_back(in.shape_dims().begin() + next_dim,
                             in.shape_dims().begin() + next_dim + rank);
+    CHORUS_RETURN_IF_ERROR(CheckShape("response", out.shapes.back()));
     next_dim += rank;
   }
   if (next_dim != in.shape_dims_size()) {
@@ -158,6 +167,11 @@ absl::StatusOr<Response> FromWire(const wire::Response& in) {
                                                    " shape_dims not covered by shape_ranks"));
   }
   out.first_dims.assign(in.first_dims().begin(), in.first_dims().end());
+  for (int64_t d : out.first_dims) {
+    if (d < 0 || d > kMaxElements) {
+      return absl::InvalidArgumentError(absl::StrCat("response: invalid first dimension ", d));
+    }
+  }
   out.error_code = static_cast<absl::StatusCode>(in.error_code());
   out.error_message = in.error_message();
   out.last_joined_rank = in.last_joined_rank();
@@ -264,6 +278,7 @@ std::string SerializeSharedConfig(const SharedConfig& config) {
   message.set_cache_capacity(config.cache_capacity);
   message.set_num_nccl_streams(config.num_nccl_streams);
   message.set_hierarchical_allreduce(config.hierarchical_allreduce);
+  message.set_hierarchical_allgather(config.hierarchical_allgather);
   if (config.autotune_start.has_value()) {
     ToWire(*config.autotune_start, message.mutable_autotune_start());
   }
@@ -282,6 +297,7 @@ absl::StatusOr<SharedConfig> ParseSharedConfig(std::string_view bytes) {
   config.cache_capacity = message.cache_capacity();
   config.num_nccl_streams = message.num_nccl_streams();
   config.hierarchical_allreduce = message.hierarchical_allreduce();
+  config.hierarchical_allgather = message.hierarchical_allgather();
   if (message.has_autotune_start()) {
     CHORUS_ASSIGN_OR_RETURN(config.autotune_start, FromWire(message.autotune_start()));
   }

@@ -1,7 +1,8 @@
 // File: runtime/wire_codec.h
 //
 // The one place where negotiation messages meet protobuf (proto/negotiation.proto). Parse
-// functions validate enum values and return InvalidArgument (never crash) on malformed input.
+// functions validate enum values and shapes (IsValidShape in runtime/message.h; allgather first
+// dimensions in [0, kMaxElements]) and return InvalidArgument (never crash) on malformed input.
 // Thread-safety: stateless.
 #ifndef CHORUS_RUNTIME_WIRE_CODEC_H_
 #define CHORUS_RUNTIME_WIRE_CODEC_H_

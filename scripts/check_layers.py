@@ -49,6 +49,8 @@ OPS_INTERFACE = (
     'ops/mpi/mpi_backend.h',
     'ops/mpi/mpi_datatypes.h',
     'ops/mpi/mpi_wait.h',
+    'ops/hierarchical/hierarchy_layout.h',
+    'ops/hierarchical/hierarchical_backend.h',
     'ops/ucx/tag_transport.h',
     'ops/ucx/tag_transport_view.h',
     'ops/ucx/ucx_transport.h',

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Sanitizer runs: ASan+UBSan over the unit and MPI tiers, TSan over the unit and launcher tiers.
+# Sanitizer runs: ASan+UBSan over the unit and MPI tiers; TSan over the unit and launcher tiers,
+# built with clang so that the same build checks the lock annotations (-Wthread-safety).
 # Builds in build-asan/ and build-tsan/ (incremental).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,10 +16,13 @@ ctest --test-dir build-asan --output-on-failure
 export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/test/tsan.supp"
 # The threaded code is what TSan is for: the unit tier (the runtime core, its membership
 # watcher and the rendezvous server) and the launcher's (its supervisor, discovery runner and
-# the rendezvous server under chorusrun's processes).
+# the rendezvous server under chorusrun's processes). Built with clang, whose -Wthread-safety
+# (with -Werror: CHORUS_WARNINGS) checks every ABSL_GUARDED_BY / ABSL_EXCLUSIVE_LOCKS_REQUIRED
+# annotation of everything these tests link: the core, the ops, the launcher, the elastic
+# policies and the test support code. One build serves both checks.
 if [[ ! -f build-tsan/build.ninja ]]; then
-  cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCHORUS_SANITIZE=thread \
-    -DCHORUS_WITH_CUDA=OFF
+  CC=clang CXX=clang++ cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+    -DCHORUS_SANITIZE=thread -DCHORUS_WITH_CUDA=OFF -DCHORUS_BUILD_PYTHON=OFF
 fi
 cmake --build build-tsan -j "$(nproc)" --target chorus_unit_tests chorus_launcher_tests
 ctest --test-dir build-tsan --output-on-failure -R '^(unit|launcher_unit)$'

@@ -5,6 +5,7 @@ set -euo pipefail
 
 PACKAGES=(
   build-essential cmake ninja-build pkg-config clang clang-format
+  libclang-rt-14-dev  # libFuzzer (scripts/fuzz.sh); clang only recommends it
   libopenmpi-dev openmpi-bin
   libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc
   libabsl-dev libucx-dev libxxhash-dev openssh-client

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is missing, checks the formatting (fast, before the build), builds, and runs
-# every test (unit + MPI tiers), then the sanitizer runs (ASan+UBSan on both tiers, TSan on the
-# unit tier) and the clang -Wthread-safety build unless CHORUS_SKIP_SANITIZERS=1. Exits non-zero
-# on any failure.
+# every test (unit + MPI tiers), then the sanitizer runs (ASan+UBSan on both tiers; TSan on the
+# unit and launcher tiers, built with clang -Wthread-safety) and the fuzz targets (test/fuzz,
+# 10 s each) unless CHORUS_SKIP_SANITIZERS=1. Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -13,5 +13,5 @@ scripts/build.sh build
 ctest --test-dir build --output-on-failure
 if [[ "${CHORUS_SKIP_SANITIZERS:-0}" != "1" ]]; then
   scripts/sanitize.sh
-  scripts/clang_check.sh
+  scripts/fuzz.sh
 fi

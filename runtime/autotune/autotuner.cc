@@ -29,10 +29,13 @@ Autotuner::Autotuner(const Config& config, bool decides, std::unique_ptr<Autotun
       log_(std::move(log)),
       sampler_(config.autotune_steps_per_sample) {}
 
-TunedParameters Autotuner::StartPoint(const AutotuneMemory& memory, TunedParameters configured,
-                                      bool hierarchical_allreduce) {
-  const KnobSpace space(hierarchical_allreduce);
-  return space.Conform(memory.best.value_or(std::move(configured)));
+TunedParameters Autotuner::StartPoint(const AutotuneMemory& memory, TunedParameters configured) {
+  if (!memory.best.has_value()) return configured;
+  TunedParameters start = *memory.best;
+  if (!start.hierarchical_allreduce.has_value()) {
+    start.hierarchical_allreduce = configured.hierarchical_allreduce;
+  }
+  return start;
 }
 
 void Autotuner::Start(const TunedParameters& start) {

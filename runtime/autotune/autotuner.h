@@ -62,9 +62,10 @@ class Autotuner {
             int64_t generation, bool hierarchical_allreduce, AutotuneMemory* memory);
 
   // Rank 0, handshake: where this world's search starts: the remembered best point, else
-  // `configured` (the values of rank 0's own configuration).
-  static TunedParameters StartPoint(const AutotuneMemory& memory, TunedParameters configured,
-                                    bool hierarchical_allreduce);
+  // `configured` (the values of rank 0's own configuration, hierarchical allreduce included).
+  // A remembered point without the hierarchical knob (its world could not run it) takes
+  // `configured`'s. Every rank conforms it to its world's knobs once the hosts are known.
+  static TunedParameters StartPoint(const AutotuneMemory& memory, TunedParameters configured);
 
   // Every rank, handshake: the world starts at `start` (rank 0's StartPoint).
   void Start(const TunedParameters& start);

@@ -1,6 +1,7 @@
 #include "runtime/elastic/membership_watcher.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -32,14 +33,28 @@ void StopAtExit() {
   Slot().reset();
 }
 
-absl::Status AbortReason(const chorus::rendezvous::Generation& g) {
+absl::Status AbortReason(const chorus::rendezvous::AbortRecord& abort) {
   std::string lost;
-  if (!g.lost_ranks().empty()) {
-    lost = absl::StrCat(" (lost rank", g.lost_ranks_size() > 1 ? "s " : " ",
-                        absl::StrJoin(g.lost_ranks(), ", "), ")");
+  if (!abort.lost_ranks().empty()) {
+    lost = absl::StrCat(" (lost rank", abort.lost_ranks_size() > 1 ? "s " : " ",
+                        absl::StrJoin(abort.lost_ranks(), ", "), ")");
   }
   return absl::AbortedError(
-      absl::StrCat("generation ", g.number(), " aborted by chorusrun: ", g.cause(), lost));
+      absl::StrCat("generation ", abort.number(), " aborted by chorusrun: ", abort.cause(), lost));
+}
+
+// The newest abort `g` tells of: itself when aborted, else the one the server stamped into it.
+std::optional<chorus::rendezvous::AbortRecord> NewestAbort(
+    const chorus::rendezvous::Generation& g) {
+  if (g.aborted()) {
+    chorus::rendezvous::AbortRecord record;
+    record.set_number(g.number());
+    record.set_cause(g.cause());
+    *record.mutable_lost_ranks() = g.lost_ranks();
+    return record;
+  }
+  if (g.has_last_abort()) return g.last_abort();
+  return std::nullopt;
 }
 
 }  // namespace
@@ -120,17 +135,19 @@ void MembershipWatcher::ThreadMain() {
 
 void MembershipWatcher::Apply(const chorus::rendezvous::Generation& g) {
   latest_ = g;
-  if (g.aborted()) {
-    aborted_up_to_ = g.number();
-    aborted_reason_ = AbortReason(g);
+  const std::optional<chorus::rendezvous::AbortRecord> abort = NewestAbort(g);
+  if (abort && abort->number() > aborted_up_to_) {
+    aborted_up_to_ = abort->number();
+    aborted_reason_ = AbortReason(*abort);
     for (auto& [generation, weak] : worlds_) {
       std::shared_ptr<Interrupt> interrupt = weak.lock();
-      if (interrupt != nullptr && generation < g.number()) interrupt->Raise(aborted_reason_);
+      if (interrupt != nullptr && generation < abort->number()) interrupt->Raise(aborted_reason_);
     }
     worlds_.erase(std::remove_if(worlds_.begin(), worlds_.end(),
                                  [](const auto& w) { return w.second.expired(); }),
                   worlds_.end());
-  } else if (g.number() > adopted_) {
+  }
+  if (!g.aborted() && g.number() > adopted_) {
     updates_.push_back({g.number(), g.timestamp_us(), g.hosts_added(), g.hosts_removed()});
   }
   cv_.notify_all();

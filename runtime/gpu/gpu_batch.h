@@ -25,10 +25,10 @@ struct GpuBatch {
   // Recorded on the chorus stream after the batch's last work (copy-out): done means every
   // output is final on the device.
   ops::gpu::EventHandle done = nullptr;
-  // The communicator the batch's collective runs on, polled for asynchronous errors while the
-  // batch waits. Borrowed: the GPU data plane keeps it alive until the completion queue is
-  // drained.
-  ops::gpu::GpuCommunicator* communicator = nullptr;
+  // The communicators the batch's collectives run on (the lane's; a hierarchical allreduce's
+  // local and cross ones too), polled for asynchronous errors while the batch waits. Borrowed:
+  // the GPU data plane keeps them alive until the completion queue is drained.
+  std::vector<ops::gpu::GpuCommunicator*> communicators;
   // For error messages: "allreduce of 3 tensors ('a', 'b', 'c')".
   std::string what;
   // This rank's entries of the batch and their results (parallel vectors).

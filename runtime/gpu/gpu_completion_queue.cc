@@ -144,11 +144,14 @@ bool GpuCompletionQueue::Poll(GpuBatch& batch) {
     for (void* p : batch.scratch) platform_->Free(batch.device, p);
     Finish(batch, absl::OkStatus());
     return true;
-  } else if (batch.communicator != nullptr) {
-    absl::Status nccl = batch.communicator->AsyncError();
-    if (!nccl.ok()) {
-      failed = absl::UnavailableError(
-          absl::StrCat("NCCL error in ", batch.what, ": ", nccl.message(), kAborted));
+  } else {
+    for (ops::gpu::GpuCommunicator* communicator : batch.communicators) {
+      absl::Status nccl = communicator->AsyncError();
+      if (!nccl.ok()) {
+        failed = absl::UnavailableError(
+            absl::StrCat("NCCL error in ", batch.what, ": ", nccl.message(), kAborted));
+        break;
+      }
     }
   }
   if (failed.ok() && absl::Now() > batch.deadline) {

@@ -42,13 +42,15 @@ std::string Describe(const Response& response) {
 class GpuDataPlane::Launcher {
  public:
   // `alltoall_rows`: an alltoall's rows received from each rank (exchanged beforehand).
+  // `hierarchical`: an allreduce runs on the lane's local and cross communicators.
   Launcher(GpuDataPlane& plane, Lane& lane, const Response& response,
-           const std::vector<int64_t>& alltoall_rows, GpuBatch& batch)
+           const std::vector<int64_t>& alltoall_rows, bool hierarchical, GpuBatch& batch)
       : plane_(plane),
         platform_(*plane.platform_),
         lane_(lane),
         response_(response),
         recv_rows_(alltoall_rows),
+        hierarchical_(hierarchical),
         batch_(batch),
         comm_(*lane.communicator) {}
 
@@ -112,6 +114,7 @@ class GpuDataPlane::Launcher {
     const double pre = response_.prescale_factor;
     const double post = PostscaleFor(response_, comm_.size());
     const size_t n = response_.names.size();
+    if (hierarchical_) return HierarchicalAllreduce(dtype, wire, op, pre, post);
 
     if (n == 1 && Entry(0) != nullptr && wire == dtype) {
       // One tensor: reduced where it is, scaled in place around the collective.
@@ -150,6 +153,74 @@ class GpuDataPlane::Launcher {
     CHORUS_RETURN_IF_ERROR(Copy(in, pre));
     const int64_t elements = layout.total_bytes / static_cast<int64_t>(DataTypeSize(wire));
     CHORUS_RETURN_IF_ERROR(comm_.Allreduce(buffer, buffer, elements, wire, op, lane_.stream));
+    return Copy(out, post);
+  }
+
+  // Horovod's NCCL hierarchical allreduce on `count` elements at `buffer` (in place): NCCL
+  // reduce-scatter among the host's members (member l keeps block l), NCCL allreduce of block l
+  // among the members with local index l on every host, NCCL allgather within the host. The
+  // blocks are equal (count is a multiple of the local size), so each step is one NCCL call.
+  absl::Status ReduceHierarchically(const void* send, std::byte* buffer, int64_t count,
+                                    DataType wire, ReduceOp op) {
+    ops::gpu::GpuCommunicator& local = *lane_.local;
+    const int64_t block = count / local.size();
+    const int64_t block_bytes = block * static_cast<int64_t>(DataTypeSize(wire));
+    std::byte* mine = buffer + local.rank() * block_bytes;
+    const std::vector<int64_t> blocks(static_cast<size_t>(local.size()), block);
+    CHORUS_RETURN_IF_ERROR(local.ReduceScatter(send, mine, blocks, wire, op, lane_.stream));
+    CHORUS_RETURN_IF_ERROR(lane_.cross->Allreduce(mine, mine, block, wire, op, lane_.stream));
+    const std::vector<int64_t> bytes(static_cast<size_t>(local.size()), block_bytes);
+    return local.Allgatherv(mine, buffer, bytes, lane_.stream);
+  }
+
+  absl::Status HierarchicalAllreduce(DataType dtype, DataType wire, ReduceOp op, double pre,
+                                     double post) {
+    const size_t n = response_.names.size();
+    const int64_t local_size = lane_.local->size();
+    if (n == 1 && Entry(0) != nullptr && wire == dtype &&
+        NumElements(response_.shapes[0]) % local_size == 0) {
+      // One tensor that splits evenly: reduced where it is.
+      TensorEntry& e = *Entry(0);
+      const int64_t count = NumElements(response_.shapes[0]);
+      const void* src = e.op.input.data;
+      void* dst = OutputOf(e);
+      if (pre != 1.0) {
+        CHORUS_RETURN_IF_ERROR(Copy({CopyEntry{src, dst, count, dtype, dtype}}, pre));
+        src = dst;
+      }
+      CHORUS_RETURN_IF_ERROR(ReduceHierarchically(src, Bytes(dst), count, dtype, op));
+      if (post != 1.0) {
+        CHORUS_RETURN_IF_ERROR(Copy({CopyEntry{dst, dst, count, dtype, dtype}}, post));
+      }
+      return absl::OkStatus();
+    }
+    // Packed into the fusion buffer, padded to a multiple of the local size with the op's
+    // identity (the padding is reduced and dropped).
+    std::vector<int64_t> counts(n);
+    for (size_t i = 0; i < n; ++i) counts[i] = NumElements(response_.shapes[i]);
+    const ops::gpu::FusionLayout layout = ops::gpu::PackFusionLayout(counts, wire, kFusionAlign);
+    const auto wsize = static_cast<int64_t>(DataTypeSize(wire));
+    const int64_t elements = layout.total_bytes / wsize;
+    const int64_t padded = (elements + local_size - 1) / local_size * local_size;
+    CHORUS_ASSIGN_OR_RETURN(void* fusion, plane_.FusionBuffer(lane_, padded * wsize));
+    std::byte* buffer = Bytes(fusion);
+    if (padded > elements) {
+      CHORUS_RETURN_IF_ERROR(platform_.EnqueueFillIdentity(
+          lane_.device, buffer + elements * wsize, padded - elements, wire, op, lane_.stream));
+    }
+    std::vector<CopyEntry> in, out;
+    for (size_t i = 0; i < n; ++i) {
+      std::byte* slot = buffer + layout.offsets[i];
+      if (Entry(i) == nullptr) {
+        CHORUS_RETURN_IF_ERROR(
+            platform_.EnqueueFillIdentity(lane_.device, slot, counts[i], wire, op, lane_.stream));
+        continue;
+      }
+      in.push_back(CopyEntry{Entry(i)->op.input.data, slot, counts[i], dtype, wire});
+      out.push_back(CopyEntry{slot, OutputOf(*Entry(i)), counts[i], wire, dtype});
+    }
+    CHORUS_RETURN_IF_ERROR(Copy(in, pre));
+    CHORUS_RETURN_IF_ERROR(ReduceHierarchically(buffer, buffer, padded, wire, op));
     return Copy(out, post);
   }
 
@@ -258,6 +329,7 @@ class GpuDataPlane::Launcher {
   Lane& lane_;
   const Response& response_;
   const std::vector<int64_t>& recv_rows_;
+  const bool hierarchical_;
   GpuBatch& batch_;
   ops::gpu::GpuCommunicator& comm_;
   BatchedCopyPlan plan_;
@@ -282,11 +354,15 @@ void GpuDataPlane::DestroyLane(Lane& lane) {
   {
     MutexLock lock(&communicators_mu_);
     std::erase(communicators_, lane.communicator.get());
+    std::erase(communicators_, lane.local.get());
+    std::erase(communicators_, lane.cross.get());
   }
   // The stream first: after a failure, work may still be queued on it (an aborted collective,
   // a copy-out) that reads the fusion buffer; Free then waits for the device.
   if (lane.stream != nullptr) platform_->DestroyStream(lane.device, lane.stream);
   lane.communicator.reset();  // ncclCommDestroy (unless aborted)
+  lane.local.reset();
+  lane.cross.reset();
   if (lane.fusion != nullptr) platform_->Free(lane.device, lane.fusion);
   lane.fusion = nullptr;
   lane.stream = nullptr;
@@ -303,6 +379,7 @@ void GpuDataPlane::RemoveSet(int32_t set_id) {
     it = lanes_.erase(it);
   }
   launches_.erase(set_id);
+  std::erase_if(hierarchy_joined_, [set_id](const auto& key) { return key.first == set_id; });
 }
 
 void GpuDataPlane::AbortAll() {
@@ -357,8 +434,10 @@ absl::StatusOr<std::unique_ptr<ops::gpu::GpuCommunicator>> GpuDataPlane::JoinCom
 }
 
 absl::StatusOr<GpuDataPlane::Lane*> GpuDataPlane::GetLane(int32_t set_id, int device,
-                                                          ops::CollectiveBackend& set_backend) {
+                                                          ops::CollectiveBackend& set_backend,
+                                                          int32_t* index_out) {
   const int32_t index = static_cast<int32_t>(launches_[set_id]++ % shared_.num_nccl_streams);
+  *index_out = index;
   auto [it, inserted] = lanes_.try_emplace({set_id, index});
   Lane& lane = it->second;
   if (!inserted) {
@@ -394,9 +473,36 @@ absl::StatusOr<GpuDataPlane::Lane*> GpuDataPlane::GetLane(int32_t set_id, int de
   return &lane;
 }
 
+absl::Status GpuDataPlane::JoinHierarchy(Lane* lane, int device,
+                                         ops::CollectiveBackend& set_backend,
+                                         ops::HierarchicalBackend& hierarchy) {
+  absl::StatusOr<std::unique_ptr<ops::gpu::GpuCommunicator>> local =
+      JoinCommunicator(device, lane != nullptr && failure().ok(), hierarchy.local());
+  absl::StatusOr<std::unique_ptr<ops::gpu::GpuCommunicator>> cross =
+      JoinCommunicator(device, local.ok(), hierarchy.cross());
+  // The groups decided apart: every member of the set must have both, or none uses them.
+  int64_t joined = local.ok() && cross.ok() ? 1 : 0;
+  CHORUS_RETURN_IF_ERROR(
+      set_backend.Allreduce(&joined, &joined, 1, DataType::kInt64, ReduceOp::kMin));
+  if (joined == 0) {
+    if (!local.ok()) return local.status();
+    if (!cross.ok()) return cross.status();
+    return absl::FailedPreconditionError(
+        "another rank of the process set could not join its hierarchical GPU communicators "
+        "(see its log)");
+  }
+  lane->local = *std::move(local);
+  lane->cross = *std::move(cross);
+  MutexLock lock(&communicators_mu_);
+  communicators_.push_back(lane->local.get());
+  communicators_.push_back(lane->cross.get());
+  return absl::OkStatus();
+}
+
 absl::Status GpuDataPlane::Launch(const Response& response, int32_t set_id,
                                   ops::CollectiveBackend& set_backend,
-                                  std::vector<std::unique_ptr<TensorEntry>> entries) {
+                                  std::vector<std::unique_ptr<TensorEntry>> entries,
+                                  ops::HierarchicalBackend* hierarchy) {
   GpuBatch batch;
   batch.what = Describe(response);
   // The device: this rank's tensors'. A joined rank holds none: it uses the GPU its lanes run
@@ -414,7 +520,25 @@ absl::Status GpuDataPlane::Launch(const Response& response, int32_t set_id,
 
   // First the parts that talk over the set's CPU backend. Every member runs them whatever its
   // own state, or a member would wait there forever (Note [GPU launch] in docs/gpu.md).
-  absl::StatusOr<Lane*> lane = GetLane(set_id, device, set_backend);
+  int32_t lane_index = 0;
+  absl::StatusOr<Lane*> lane = GetLane(set_id, device, set_backend, &lane_index);
+  // The same decision on every member: the response, the set's layout and the batch's modes.
+  bool hierarchical = false;
+  if (hierarchy != nullptr && response.type == OpType::kAllreduce) {
+    int64_t elements = 0;
+    for (const std::vector<int64_t>& shape : response.shapes) elements += NumElements(shape);
+    hierarchical = ops::ChooseAllreduce(hierarchy->modes().allreduce, hierarchy->plan(),
+                                        elements) == ops::CollectiveAlgorithm::kHierarchical;
+  }
+  absl::Status hierarchy_status;
+  if (hierarchical && hierarchy_joined_.insert({set_id, lane_index}).second) {
+    hierarchy_status = JoinHierarchy(lane.ok() ? *lane : nullptr, device, set_backend, *hierarchy);
+    if (!hierarchy_status.ok() && lane.ok()) completions_->Fail(hierarchy_status);
+  }
+  if (hierarchical && hierarchy_status.ok() && lane.ok() && (*lane)->local == nullptr) {
+    hierarchy_status = absl::UnavailableError(
+        "the lane's hierarchical GPU communicators could not be joined (see the first error)");
+  }
   std::vector<int64_t> alltoall_rows;
   if (response.type == OpType::kAlltoall) {
     const TensorEntry& e = *batch.entries.at(0);
@@ -434,8 +558,9 @@ absl::Status GpuDataPlane::Launch(const Response& response, int32_t set_id,
   // Then the device work, which fails alone: a failure here fails the GPU data plane, and the
   // next cycle's flags stop every rank.
   absl::Status status = lane.ok() ? failure() : lane.status();
+  if (status.ok()) status = hierarchy_status;
   if (status.ok()) {
-    Launcher launcher(*this, **lane, response, alltoall_rows, batch);
+    Launcher launcher(*this, **lane, response, alltoall_rows, hierarchical, batch);
     status = launcher.Run();
     if (status.ok())
       status = [&]() -> absl::Status {
@@ -448,7 +573,13 @@ absl::Status GpuDataPlane::Launch(const Response& response, int32_t set_id,
       completions_->Fail(status);  // aborts the communicators: peers waiting in NCCL get out
     }
   }
-  if (status.ok()) batch.communicator = (*lane)->communicator.get();
+  if (status.ok()) {
+    batch.communicators.push_back((*lane)->communicator.get());
+    if (hierarchical) {
+      batch.communicators.push_back((*lane)->local.get());
+      batch.communicators.push_back((*lane)->cross.get());
+    }
+  }
   if (op_timeout_ > absl::ZeroDuration()) batch.deadline = absl::Now() + op_timeout_;
 
   if (!status.ok()) {

@@ -16,6 +16,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -26,6 +27,7 @@
 #include "base/mutex.h"
 #include "ops/collective_backend.h"
 #include "ops/gpu_platform.h"
+#include "ops/hierarchical/hierarchical_backend.h"
 #include "runtime/gpu/gpu_completion_queue.h"
 #include "runtime/message.h"
 
@@ -47,9 +49,16 @@ class GpuDataPlane {
   // where it holds none (a joined rank in an allreduce). The entries are always completed
   // (through `deliver`): later by the completion thread, or before returning on error.
   // A non-OK status is a failure of the set's CPU backend (fatal, as on the CPU path).
+  // `hierarchy`: the set's hierarchical CPU backend (whose modes are this batch's), or null.
+  // An allreduce ChooseAllreduce makes hierarchical runs as NCCL reduce-scatter within the
+  // host, NCCL allreduce across hosts and NCCL allgather within the host, on the lane's local
+  // and cross communicators (joined over the hierarchy's local and cross CPU backends on its
+  // first such launch). Other collectives run on the lane's communicator over the whole set
+  // (an allgather too: as in Horovod, only the CPU allgather is hierarchical).
   // REQUIRES: this rank is a member of the set.
   absl::Status Launch(const Response& response, int32_t set_id, ops::CollectiveBackend& set_backend,
-                      std::vector<std::unique_ptr<TensorEntry>> entries);
+                      std::vector<std::unique_ptr<TensorEntry>> entries,
+                      ops::HierarchicalBackend* hierarchy = nullptr);
 
   // Process set `set_id` is being removed (at the same point of the global order on every
   // member): waits for the batches in flight, then destroys the set's lanes.
@@ -66,12 +75,25 @@ class GpuDataPlane {
     int device = 0;
     ops::gpu::StreamHandle stream = nullptr;
     std::unique_ptr<ops::gpu::GpuCommunicator> communicator;
+    // Hierarchical allreduce: the communicators of this member's host and of the members with
+    // its local index on every host; null until the lane's first hierarchical launch.
+    std::unique_ptr<ops::gpu::GpuCommunicator> local;
+    std::unique_ptr<ops::gpu::GpuCommunicator> cross;
     void* fusion = nullptr;  // device fusion buffer
     int64_t fusion_bytes = 0;
   };
   class Launcher;  // one launch (gpu_data_plane.cc)
 
-  absl::StatusOr<Lane*> GetLane(int32_t set_id, int device, ops::CollectiveBackend& set_backend);
+  // The lane of the set's next launch, created on first use (collective over the set).
+  // `*index` is its stream index, set whether or not the lane could be created.
+  absl::StatusOr<Lane*> GetLane(int32_t set_id, int device, ops::CollectiveBackend& set_backend,
+                                int32_t* index);
+  // Joins the lane's local and cross communicators over the hierarchy's CPU backends, once per
+  // lane: on every member whatever its state (`lane` null where the lane could not be made), so
+  // none waits for another; every member agrees over the set whether all joined. An error leaves
+  // the lane without them.
+  absl::Status JoinHierarchy(Lane* lane, int device, ops::CollectiveBackend& set_backend,
+                             ops::HierarchicalBackend& hierarchy);
   absl::StatusOr<std::unique_ptr<ops::gpu::GpuCommunicator>> JoinCommunicator(
       int device, bool ready, ops::CollectiveBackend& set_backend);
   // The lane's fusion buffer with room for `bytes` bytes.
@@ -91,6 +113,9 @@ class GpuDataPlane {
 
   std::map<std::pair<int32_t, int32_t>, Lane> lanes_;  // (set id, stream index)
   std::map<int32_t, int64_t> launches_;                // per set: GPU responses launched
+  // (set id, stream index) whose hierarchical communicators were set up (or tried: a failure
+  // fails the data plane), the same on every member.
+  std::set<std::pair<int32_t, int32_t>> hierarchy_joined_;
   int device_ = -1;  // the GPU of the first lane (a process drives one GPU)
   // Every communicator, for AbortAll from the completion thread.
   Mutex communicators_mu_;

@@ -101,7 +101,8 @@ absl::Status ComputeTopology(MPI_Comm comm, Topology* topo) {
 // job (MPI_Abort kills the whole job, not only `comm`). Runs on the loop thread or the
 // watchdog's thread (MPI_THREAD_MULTIPLE, which chorus asks for, allows the latter; Open MPI's
 // MPI_Abort talks only to its runtime, not to the communicator's transport, so it does not wait
-// for the stuck call).
+// for the stuck call). chorusrun reads the line's "(MPI_Abort, exit code C)" end (Note [The
+// no-progress report contract] in launcher/no_progress_report.h).
 void AbortJob(MPI_Comm comm, const std::string& report) {
   CHORUS_LOG(ERROR) << report << " (MPI_Abort, exit code " << EX_TEMPFAIL << ")";
   MPI_Abort(comm, EX_TEMPFAIL);
@@ -250,21 +251,50 @@ absl::StatusOr<std::unique_ptr<ops::CollectiveBackend>> MpiController::CreateBac
     }
     member = member || ranks[i] == topology_.rank;
   }
-  // Key = world rank: since `ranks` is ascending, the set rank is the index in `ranks`.
+  std::vector<int32_t> members(ranks.begin(), ranks.end());
+  return Split(member ? 0 : MPI_UNDEFINED, std::move(members),
+               "MPI_Comm_split (a process set's communicator)");
+}
+
+absl::StatusOr<std::unique_ptr<ops::CollectiveBackend>> MpiController::CreateGroupBackend(
+    absl::Span<const int32_t> group_of_rank) {
+  // The partition is the same on every rank, so every rank fails these checks alike.
+  if (group_of_rank.size() != static_cast<size_t>(topology_.size)) {
+    return absl::InvalidArgumentError(
+        "CreateGroupBackend: " + std::to_string(group_of_rank.size()) +
+        " group entries for a world of " + std::to_string(topology_.size));
+  }
+  for (int32_t g : group_of_rank) {
+    if (g < -1) {
+      return absl::InvalidArgumentError("CreateGroupBackend: group id " + std::to_string(g) +
+                                        " is below -1");
+    }
+  }
+  const int32_t mine = group_of_rank[topology_.rank];
+  std::vector<int32_t> members;
+  for (int32_t r = 0; r < topology_.size; ++r) {
+    if (mine >= 0 && group_of_rank[r] == mine) members.push_back(r);
+  }
+  return Split(mine >= 0 ? mine : MPI_UNDEFINED, std::move(members),
+               "MPI_Comm_split (a hierarchical group's communicator)");
+}
+
+absl::StatusOr<std::unique_ptr<ops::CollectiveBackend>> MpiController::Split(
+    int color, std::vector<int32_t> members, const char* call) {
+  // Key = world rank: the group's ranks are in world-rank order.
   MPI_Comm comm = MPI_COMM_NULL;
   {
-    ProgressWatchdog::BlockingCall watch(watchdog_.get(),
-                                         "MPI_Comm_split (a process set's communicator)", peers_);
-    CHORUS_MPI_RETURN_IF_ERROR(
-        MPI_Comm_split(data_comm_, member ? 0 : MPI_UNDEFINED, topology_.rank, &comm));
+    ProgressWatchdog::BlockingCall watch(watchdog_.get(), call, peers_);
+    CHORUS_MPI_RETURN_IF_ERROR(MPI_Comm_split(data_comm_, color, topology_.rank, &comm));
   }
-  if (!member || comm == MPI_COMM_NULL) return std::unique_ptr<ops::CollectiveBackend>();
+  if (color == MPI_UNDEFINED || comm == MPI_COMM_NULL) {
+    return std::unique_ptr<ops::CollectiveBackend>();
+  }
   std::unique_ptr<ops::CollectiveBackend> backend(new ops::MpiBackend(comm, /*owned=*/true));
   if (watchdog_ == nullptr) return backend;
   // The data plane's collectives block: the watchdog's thread bounds them.
   return std::unique_ptr<ops::CollectiveBackend>(
-      new WatchedBackend(std::move(backend), watchdog_.get(),
-                         std::vector<int32_t>(ranks.begin(), ranks.end()), topology_.rank));
+      new WatchedBackend(std::move(backend), watchdog_.get(), members, topology_.rank));
 }
 
 }  // namespace chorus::runtime

@@ -64,6 +64,8 @@ class MpiController : public Controller {
   absl::Status Barrier() override;
   absl::StatusOr<std::unique_ptr<ops::CollectiveBackend>> CreateBackend(
       absl::Span<const int32_t> ranks) override;
+  absl::StatusOr<std::unique_ptr<ops::CollectiveBackend>> CreateGroupBackend(
+      absl::Span<const int32_t> group_of_rank) override;
   ProgressWatchdog* progress_watchdog() override { return watchdog_.get(); }
 
  private:
@@ -71,6 +73,12 @@ class MpiController : public Controller {
   // Completes a negotiation call's request within the watchdog's deadline (when armed); past
   // it, the watchdog reports `call` and ends the job.
   absl::Status Await(MPI_Request* request, const char* call);
+  // Splits data_comm_ (collective over the world): this rank joins `color` (MPI_UNDEFINED:
+  // none) with the ranks in `members` (world ranks, ascending, this one included when it
+  // joins); its backend, watched when there is a watchdog, or null.
+  absl::StatusOr<std::unique_ptr<ops::CollectiveBackend>> Split(int color,
+                                                                std::vector<int32_t> members,
+                                                                const char* call);
 
   MPI_Comm comm_ = MPI_COMM_NULL;       // control plane (owned duplicate)
   MPI_Comm data_comm_ = MPI_COMM_NULL;  // parent of every data-plane communicator (owned)

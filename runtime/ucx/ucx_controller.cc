@@ -146,15 +146,47 @@ absl::StatusOr<std::unique_ptr<ops::CollectiveBackend>> UcxController::CreateBac
     }
     member = member || ranks[i] == rank();
   }
-  if (next_space_ > ops::kMaxTagSpace) {
-    return absl::ResourceExhaustedError("CreateBackend: all " + std::to_string(ops::kMaxTagSpace) +
-                                        " tag spaces of this UCX world are used");
-  }
-  const uint32_t space = next_space_++;
+  CHORUS_ASSIGN_OR_RETURN(const uint32_t space, NextSpace());
   if (!member) return std::unique_ptr<ops::CollectiveBackend>();
   CHORUS_ASSIGN_OR_RETURN(
       std::unique_ptr<ops::TagTransportView> view,
       ops::TagTransportView::Create(world_, std::vector<int>(ranks.begin(), ranks.end()), space));
+  return std::unique_ptr<ops::CollectiveBackend>(
+      new ops::UcxBackend(std::move(view), options_.backend));
+}
+
+absl::StatusOr<uint32_t> UcxController::NextSpace() {
+  if (next_space_ > ops::kMaxTagSpace) {
+    return absl::ResourceExhaustedError("CreateBackend: all " + std::to_string(ops::kMaxTagSpace) +
+                                        " tag spaces of this UCX world are used");
+  }
+  return next_space_++;
+}
+
+absl::StatusOr<std::unique_ptr<ops::CollectiveBackend>> UcxController::CreateGroupBackend(
+    absl::Span<const int32_t> group_of_rank) {
+  // The partition is the same on every rank, so every rank fails these checks alike and takes
+  // the same tag space.
+  if (group_of_rank.size() != static_cast<size_t>(size())) {
+    return absl::InvalidArgumentError(
+        "CreateGroupBackend: " + std::to_string(group_of_rank.size()) +
+        " group entries for a world of " + std::to_string(size()));
+  }
+  for (int32_t g : group_of_rank) {
+    if (g < -1) {
+      return absl::InvalidArgumentError("CreateGroupBackend: group id " + std::to_string(g) +
+                                        " is below -1");
+    }
+  }
+  CHORUS_ASSIGN_OR_RETURN(const uint32_t space, NextSpace());
+  const int32_t mine = group_of_rank[static_cast<size_t>(rank())];
+  if (mine < 0) return std::unique_ptr<ops::CollectiveBackend>();
+  std::vector<int> members;
+  for (int r = 0; r < size(); ++r) {
+    if (group_of_rank[static_cast<size_t>(r)] == mine) members.push_back(r);
+  }
+  CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<ops::TagTransportView> view,
+                          ops::TagTransportView::Create(world_, std::move(members), space));
   return std::unique_ptr<ops::CollectiveBackend>(
       new ops::UcxBackend(std::move(view), options_.backend));
 }

@@ -59,11 +59,17 @@ class UcxController : public Controller {
   absl::Status Barrier() override;
   absl::StatusOr<std::unique_ptr<ops::CollectiveBackend>> CreateBackend(
       absl::Span<const int32_t> ranks) override;
+  // One tag space for the whole partition: its groups are disjoint, so no two of them ever
+  // exchange a message.
+  absl::StatusOr<std::unique_ptr<ops::CollectiveBackend>> CreateGroupBackend(
+      absl::Span<const int32_t> group_of_rank) override;
 
  private:
   UcxController(const Topology& topology, std::shared_ptr<ops::TagTransport> world,
                 std::unique_ptr<ops::TagTransport> control, UcxControllerOptions options);
   uint64_t NextTag();
+  // The next data plane's tag space (the same on every rank: taken in call order).
+  absl::StatusOr<uint32_t> NextSpace();
 
   Topology topology_;
   std::shared_ptr<ops::TagTransport> world_;

@@ -32,7 +32,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import cluster as cl  # noqa: E402
 
+SUPPORT = os.path.join(os.path.dirname(HERE), 'support')
 WORKER = os.path.join(HERE, 'cluster_worker.py')
+HIERARCHICAL_JOB = os.path.join(SUPPORT, 'hierarchical_job.py')
 HISTORY_WORKER = os.path.join(HERE, 'elastic_history_worker.py')
 ELASTIC_WORKER = os.path.join(os.path.dirname(HERE), 'elastic', 'elastic_worker.py')
 PYTHON = '/usr/bin/python3'
@@ -342,7 +344,9 @@ def ssh_refused_gloo(ctx):
 
 @case
 def ssh_refused_mpi(ctx):
-    ssh_refused(ctx, 'ssh_refused_mpi', gloo=False)
+    last = ssh_refused(ctx, 'ssh_refused_mpi', gloo=False)
+    assert last == ('chorusrun: error: cannot reach host n2 over ssh (ssh n2 true): '
+                    'ssh: connect to host n2 port 22: Connection refused'), last
 
 
 # --- 5. network cuts and signals over real ssh -----------------------------------------------
@@ -355,13 +359,17 @@ def steps(job):
     return last
 
 
-def cut_fixed(ctx, name, gloo):
-    # A fixed-size job loses n3 (rank 2) to a cut link: it must end non-zero within 10 s of
-    # the cut, naming the lost rank and host.
+def cut_fixed(ctx, name, gloo, env=None):
+    """A fixed-size job loses n3 (rank 2) to a cut link: it must end non-zero within 10 s of
+    the cut, naming the lost rank and host. Returns (status, last stderr line, the processes
+    chorusrun had started just before the cut)."""
     job = Job(ctx, name, [ctx.chorusrun, '-np', '3', '-H', 'n1:1,n2:1,n3:1'] + mode_flags(gloo) +
-              UCX_TCP + [PYTHON, WORKER, '--train', '100'])
+              UCX_TCP + [PYTHON, WORKER, '--train', '100'], env=env)
     job.wait_for('20 steps on every rank',
                  lambda: len(steps(job)) == 3 and min(steps(job).values()) >= 20)
+    # Each rank runs where the -H list puts it (rank 2 on n3): what chorusrun names.
+    check_reports(job, [('n1', 1), ('n2', 1), ('n3', 1)], 3, gloo)
+    family = descendants(job.proc.pid)
     ctx.cluster.cut('n3')
     cut_at = time.monotonic()
     try:
@@ -374,6 +382,20 @@ def cut_fixed(ctx, name, gloo):
     assert status is not None, f'still running {elapsed:.0f} s after the cut'
     assert status != 0 and elapsed <= 10, f'status {status} after {elapsed:.1f} s'
     assert 'rank 2' in last and 'n3' in last, f'last stderr line: {last!r}'
+    return status, last, family
+
+
+def left_running(pids):
+    """Those of `pids` still running (zombies count as ended)."""
+    alive = []
+    for pid in pids:
+        try:
+            with open(f'/proc/{pid}/stat') as f:
+                if f.read().rsplit(')', 1)[1].split()[0] != 'Z':
+                    alive.append(pid)
+        except OSError:
+            pass
+    return alive
 
 
 @case
@@ -383,7 +405,52 @@ def cut_gloo(ctx):
 
 @case
 def cut_mpi(ctx):
-    cut_fixed(ctx, 'cut_mpi', gloo=False)
+    # The ranks on n1 and n2 notice within CHORUS_NO_PROGRESS_TIMEOUT_SECONDS (forwarded to
+    # them by chorusrun) and call MPI_Abort; mpirun cannot reach n3's daemon to end the job, so
+    # chorusrun stops it and names the rank the reports waited on that never reported.
+    status, last, family = cut_fixed(ctx, 'cut_mpi', gloo=False,
+                                     env=dict(ctx.env, CHORUS_NO_PROGRESS_TIMEOUT_SECONDS='5'))
+    assert status == 75, f'status {status}'
+    # Both waiting ranks report; should mpirun's abort kill one of them before its own report,
+    # that rank cannot be told from rank 2 and is named too (launcher/no_progress_report.h).
+    cause = (r'(rank 2 on n3 presumed lost: ranks 0, 1 saw no progress for 5s waiting on it|'
+             r'rank 1 on n2 or rank 2 on n3 presumed lost: rank 0 saw no progress for 5s waiting '
+             r'on them|rank 0 on n1 or rank 2 on n3 presumed lost: rank 1 saw no progress for 5s '
+             r'waiting on them)')
+    assert re.fullmatch(r'chorusrun: job failed \((mpirun exit status 75|exit status 75, mpirun '
+                        r'stopped)\): ' + cause + r' \(CHORUS_NO_PROGRESS_TIMEOUT_SECONDS\)',
+                        last), last
+    # mpirun and the ssh clients it started (the one to n3 among them) are gone.
+    assert not left_running(family), f'left running: {left_running(family)}'
+
+
+@case
+def cut_mpi_sigterm(ctx):
+    # No bound (CHORUS_NO_PROGRESS_TIMEOUT_SECONDS=0): after the cut the job waits forever, and
+    # so does mpirun when told to stop, waiting for n3's daemon. SIGTERM to chorusrun must end
+    # it all the same: passed on to mpirun, then SIGKILL after the grace (3 s).
+    job = Job(ctx, 'cut_mpi_sigterm', [ctx.chorusrun, '-np', '3', '-H', 'n1:1,n2:1,n3:1'] +
+              UCX_TCP + [PYTHON, WORKER, '--train', '100'],
+              env=dict(ctx.env, CHORUS_NO_PROGRESS_TIMEOUT_SECONDS='0'))
+    job.wait_for('20 steps on every rank',
+                 lambda: len(steps(job)) == 3 and min(steps(job).values()) >= 20)
+    family = descendants(job.proc.pid)
+    ctx.cluster.cut('n3')
+    time.sleep(2)  # the ranks are stuck waiting on rank 2
+    assert job.proc.poll() is None, f'chorusrun ended (status {job.proc.returncode}) by itself'
+    job.proc.send_signal(signal.SIGTERM)
+    sent_at = time.monotonic()
+    status = job.wait(timeout=ctx.cut_window)
+    elapsed = time.monotonic() - sent_at
+    last = job.last_stderr_line()
+    print(f'  cut_mpi_sigterm: status {status} {elapsed:.1f} s after SIGTERM; last stderr line: '
+          f'{last}')
+    # "At once" against "never": the grace is 3 s.
+    assert elapsed <= 10, f'{elapsed:.1f} s after SIGTERM'
+    assert status == 128 + signal.SIGTERM, f'status {status}'
+    assert last == ('chorusrun: job stopped: chorusrun received signal 15 (Terminated); mpirun '
+                    'had not ended 3s later and was killed'), last
+    assert not left_running(family), f'left running: {left_running(family)}'
 
 
 def elastic_job(ctx, name, hosts_text, argv):
@@ -487,6 +554,80 @@ def remote_sigterm(ctx):
     assert 'rank 1 on n2 left after SIGTERM' in err and 'blacklisted' not in err, err
 
 
+# --- 6. hierarchical collectives across real hosts -----------------------------------------
+
+def hierarchical(ctx, name, hosts, gloo):
+    """test/support/hierarchical_job.py flat, then with --hierarchical-allreduce/-allgather;
+    the results compared (integers, min, max and allgathers bit for bit, floats within the
+    summation-order bound), and rank 0's line: the hierarchy, or the warning of a layout whose
+    hosts run different numbers of ranks."""
+    np = sum(slots for _, slots in hosts)
+    env = dict(ctx.env, CHORUS_PIPELINE_CHUNK_BYTES='65536')
+    dirs = {}
+    for algorithm, flags in (('flat', []),
+                             ('hierarchical', ['--hierarchical-allreduce',
+                                               '--hierarchical-allgather'])):
+        dirs[algorithm] = tempfile.mkdtemp(prefix=f'cluster_{name}_{algorithm}_out_')
+        job = Job(ctx, f'{name}_{algorithm}',
+                  [ctx.chorusrun, '-np', str(np), '-H', hosts_arg(hosts)] + mode_flags(gloo) +
+                  flags + ['--log-level', 'info'] + UCX_TCP +
+                  [PYTHON, HIERARCHICAL_JOB, 'run', dirs[algorithm]], env=env)
+        status = job.wait(timeout=240)
+        assert status == 0, f'{algorithm}: status {status}'
+        lines = job.stdout().count('HIERARCHICAL_JOB rank')
+        assert lines == np, f'{algorithm}: {lines} ranks reported'
+    err = job.stderr()
+    said = [line for line in err.splitlines() if 'hierarchical over' in line]
+    warned = [line for line in err.splitlines() if 'cannot run hierarchically' in line]
+    if len({slots for _, slots in hosts}) == 1:
+        shape = f'{len(hosts)} hosts x {hosts[0][1]} ranks'
+        assert len(said) == 1 and not warned and '[chorus 0/0 INFO' in said[0] and \
+            f'hierarchical over {shape}' in said[0], f'rank 0 does not say "{shape}": {said}'
+    else:
+        counts = ', '.join(str(slots) for _, slots in hosts)
+        assert not said and len(warned) == 1 and '[chorus 0/0 WARNING' in warned[0] and \
+            f'its {len(hosts)} hosts run {counts} of its {np} ranks' in warned[0], \
+            f'not one warning from rank 0: {warned}'
+    sys.path.insert(0, SUPPORT)
+    import hierarchical_job  # imports torch: only the cases that need it
+    try:
+        problems = hierarchical_job.compare(dirs['flat'], dirs['hierarchical'], np)
+    finally:
+        for d in dirs.values():
+            shutil.rmtree(d, ignore_errors=True)
+    assert not problems, '; '.join(problems[:10])
+
+
+@case
+def hierarchical_gloo_2x2(ctx):
+    hierarchical(ctx, 'hierarchical_gloo_2x2', [('n1', 2), ('n2', 2)], gloo=True)
+
+
+@case
+def hierarchical_mpi_2x2(ctx):
+    hierarchical(ctx, 'hierarchical_mpi_2x2', [('n1', 2), ('n2', 2)], gloo=False)
+
+
+@case
+def hierarchical_gloo_3x2(ctx):
+    hierarchical(ctx, 'hierarchical_gloo_3x2', [('n1', 2), ('n2', 2), ('n3', 2)], gloo=True)
+
+
+@case
+def hierarchical_mpi_3x2(ctx):
+    hierarchical(ctx, 'hierarchical_mpi_3x2', [('n1', 2), ('n2', 2), ('n3', 2)], gloo=False)
+
+
+@case
+def hierarchical_fallback_gloo(ctx):
+    hierarchical(ctx, 'hierarchical_fallback_gloo', [('n1', 2), ('n2', 1)], gloo=True)
+
+
+@case
+def hierarchical_fallback_mpi(ctx):
+    hierarchical(ctx, 'hierarchical_fallback_mpi', [('n1', 2), ('n2', 1)], gloo=False)
+
+
 # --- running --------------------------------------------------------------------------------
 
 def restore(c):
@@ -503,8 +644,8 @@ def main():
     parser.add_argument('--chorusrun', required=True)
     parser.add_argument('--probe', help='rendezvous_address_probe (case rendezvous_address)')
     parser.add_argument('--cut-window', type=float, default=30,
-                        help='cut_gloo, cut_mpi: how long to watch chorusrun after the cut '
-                             '(seconds) before stopping it')
+                        help='cut_gloo, cut_mpi, cut_mpi_sigterm: how long to watch chorusrun '
+                             'after the cut (or the SIGTERM) before stopping it (seconds)')
     parser.add_argument('cases', nargs='+', choices=sorted(CASES))
     args = parser.parse_args()
     args.chorusrun = os.path.abspath(args.chorusrun)

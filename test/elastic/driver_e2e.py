@@ -485,6 +485,32 @@ def test_worker_lost_during_reset(c, jobs):
 
 
 @case
+def test_survivor_held_while_forming_waits_for_the_joiners(c, jobs):
+    # Rank 2 leaves (SIGTERM): generation 1 keeps ranks 0 and 1 and a joiner starts in the freed
+    # slot. Rank 1 adopts generation 1, then leaves too, while rank 0 forms generation 1's world:
+    # generation 2 holds rank 0 alone (below --min-np=2), so the world it was forming is refused
+    # as stale. The joiners take 8 s to start: rank 0 must wait in its reset until they join,
+    # keeping its process and its committed state, however long that takes within the elastic
+    # timeout (not give up after a few seconds, failing and taking the job's state with it).
+    job = start(jobs, c, 'heldforming', '127.0.0.1:1\nlocalhost:2\n',
+                {'g0r2': 'term', 'g0r1': 'term_after_adopt', 'join_delay': 8},
+                ['-np', '3', '--min-np', '2', '--max-np', '3'])
+    g0 = job.wait_generation(0, 3)
+    g3 = job.wait_generation(3, 2)
+    assert ranks(g3)[:2] == [(0, len(g3), '127.0.0.1'), (1, len(g3), 'localhost')], ranks(g3)
+    assert pids(g3)[0] == pids(g0)[0] and g3[0]['resets'] == 1, (g0, g3)
+    assert pids(g3)[1] not in pids(g0), (g0, g3)
+    assert_synced_on_a_commit(g3)
+    assert g3[0]['step'] > 0, g3  # the survivor's committed state, not a fresh start
+    job.release()
+    assert job.finish() == 0
+    err = job.stderr()
+    assert ('chorusrun: generation 2: -localhost (rank 1 left after SIGTERM), size 2 -> 1, '
+            'cause: rank 1 on localhost left after SIGTERM; on hold') in err, err
+    assert 'exited with code' not in err and 'blacklisted' not in err, err
+
+
+@case
 def test_remote_sigterm_is_graceful(c, jobs):
     # A worker on a remote host (over ssh) that receives SIGTERM reaches chorusrun as ssh's
     # exit status 143: it leaves without blacklisting, and its slot is filled again.
@@ -655,6 +681,7 @@ CASES = [test_grow_then_shrink, test_failure_blacklists_host, test_every_host_bl
          test_fixed_hosts_with_min_np, test_sigint_is_forwarded,
          test_hanging_discovery_does_not_block_the_loop, test_max_np_caps_the_world,
          test_silent_worker_is_killed, test_rank_0_killed, test_worker_lost_during_reset,
+         test_survivor_held_while_forming_waits_for_the_joiners,
          test_remote_sigterm_is_graceful, test_rogue_rendezvous_calls_are_refused,
          test_unreachable_remote_host_is_blacklisted, test_output_filename_follows_ranks,
          test_below_min_np_after_failure_times_out,

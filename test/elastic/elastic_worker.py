@@ -17,7 +17,11 @@ Then it acts on the schedule file $ELASTIC_TEST_DIR/schedule.json:
              on, but it reaches no commit)
   "wait"     (the default) train until $ELASTIC_TEST_DIR/release exists, then exit 0
 and in its next reset, after chorus shut down and before it joins the new world,
-  "term_in_reset"  send itself SIGTERM (a worker lost while the others re-form)
+  "term_in_reset"     send itself SIGTERM (a worker lost while the others re-form)
+  "term_after_adopt"  adopt chorusrun's next generation, then send itself SIGTERM 1 s later
+                      (a worker lost while the others form the world it was placed in)
+The key "join_delay": N makes a joining worker (CHORUS_ELASTIC_GENERATION=-1) wait N seconds
+before its chorus init (a slow start: importing a framework, loading data).
 Every worker gives up after 30 s (exit 9), so none outlives a broken test for long.
 """
 import json
@@ -30,7 +34,7 @@ import numpy as np
 
 import chorus.numpy as hvd
 from chorus.elastic import ObjectState, run_fn
-from chorus.elastic.reset import reset
+from chorus.elastic.reset import adopt_next_generation, reset
 
 COMMIT_EVERY = 5
 d = os.environ['ELASTIC_TEST_DIR']
@@ -67,6 +71,11 @@ def counting_reset():
     if in_reset_action == 'term_in_reset':
         hvd.shutdown()
         os.kill(os.getpid(), signal.SIGTERM)
+    if in_reset_action == 'term_after_adopt':
+        hvd.shutdown()
+        adopt_next_generation()
+        time.sleep(1)
+        os.kill(os.getpid(), signal.SIGTERM)
     reset()
 
 
@@ -81,7 +90,7 @@ def train_steps(state):
     global in_reset_action
     event = record(state)
     action = schedule.get(f"g{event['gen']}r{event['rank']}", schedule.get('*', 'wait'))
-    if action.endswith('_in_reset'):
+    if action in ('term_in_reset', 'term_after_adopt'):
         in_reset_action, action = action, 'wait'
 
     act_at = time.monotonic() + 0.2
@@ -107,5 +116,7 @@ def train_steps(state):
 
 
 train = run_fn(train_steps, counting_reset)
+if os.environ.get('CHORUS_ELASTIC_GENERATION') == '-1':
+    time.sleep(schedule.get('join_delay', 0))
 hvd.init()
 train(ObjectState(hvd.broadcast_object, hvd.rank, step=0, total=0, commits=0))

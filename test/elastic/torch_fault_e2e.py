@@ -33,6 +33,8 @@ import subprocess
 import sys
 import tempfile
 
+from discovery_file import DiscoveryFile
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 TRAIN = os.path.join(HERE, 'torch_fault_train.py')
 RUN_TIMEOUT = 240
@@ -57,13 +59,7 @@ def samples_per_epoch(epochs):
 
 def discovery_dir(hosts):
     d = tempfile.mkdtemp(prefix='elastic_torch_')
-    with open(os.path.join(d, 'hosts'), 'w') as f:
-        f.write(hosts)
-    script = os.path.join(d, 'discover.sh')
-    with open(script, 'w') as f:
-        f.write(f'#!/bin/sh\ncat {d}/hosts\n')
-    os.chmod(script, 0o755)
-    return d, script
+    return d, DiscoveryFile(d, hosts).script
 
 
 def check_hosts_case(chorusrun):

@@ -35,6 +35,7 @@ import torch.nn.functional as F
 import torch.utils.data
 
 import chorus.torch as hvd
+from discovery_file import replace_file
 
 parser = argparse.ArgumentParser()
 parser.add_argument('--epochs', type=int, default=3)
@@ -57,10 +58,7 @@ def change_hosts(state):
     if state.epoch not in hosts_schedule or hvd.size() == hosts_schedule[state.epoch][0]:
         return
     if hvd.rank() == 0:
-        tmp = args.hosts_file + '.tmp'
-        with open(tmp, 'w') as f:
-            f.write(hosts_schedule[state.epoch][1])
-        os.replace(tmp, args.hosts_file)
+        replace_file(args.hosts_file, hosts_schedule[state.epoch][1])
     give_up = time.monotonic() + 60
     while time.monotonic() < give_up:
         state.check_host_updates()  # raises HostsUpdatedInterrupt on every rank together

@@ -154,8 +154,6 @@ TEST_CASE("Tuning, stall and library flags parse", "[launcher][args]") {
 TEST_CASE("Flags chorus cannot honour are refused with the reason", "[launcher][args]") {
   auto [flags, expected] = GENERATE(table<std::vector<std::string>, std::string>({
       {{"--mpi-threads-disable"}, "--mpi-threads-disable is not supported: chorus calls MPI"},
-      {{"--hierarchical-allreduce"}, "--hierarchical-allreduce and --hierarchical-allgather"},
-      {{"--hierarchical-allgather"}, "--hierarchical-allreduce and --hierarchical-allgather"},
       {{"--thread-affinity", "1,x"}, "--thread-affinity=1,x is not a comma-separated list"},
       {{"--thread-affinity", "-1"}, "--thread-affinity=-1 is not a comma-separated list"},
   }));
@@ -166,6 +164,14 @@ TEST_CASE("Flags chorus cannot honour are refused with the reason", "[launcher][
   REQUIRE_FALSE(cl.ok());
   CHECK(cl.status().code() == absl::StatusCode::kInvalidArgument);
   CHECK_THAT(std::string(cl.status().message()), Catch::StartsWith(expected));
+}
+
+TEST_CASE("--hierarchical-allreduce and --hierarchical-allgather are accepted",
+          "[launcher][args]") {
+  CommandLine cl =
+      ParseOk({"-np", "4", "--hierarchical-allreduce", "--hierarchical-allgather", "prog"});
+  CHECK(cl.options.hierarchical_allreduce == true);
+  CHECK(cl.options.hierarchical_allgather == true);
 }
 
 TEST_CASE("--stall-check undoes nothing but sets the check on", "[launcher][args]") {

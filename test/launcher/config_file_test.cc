@@ -134,11 +134,17 @@ TEST_CASE("Bad config files are errors naming file and key", "[launcher][config]
       {"controller: smoke\n", absl::StatusCode::kInvalidArgument, "no such controller 'smoke'"},
       {"params: {a: 1\n", absl::StatusCode::kInvalidArgument, "c.yaml: not valid YAML"},
       {"- 1\n- 2\n", absl::StatusCode::kInvalidArgument, "c.yaml: expected a map"},
+      // The file's own text on one line, with C escapes.
+      {"params: {cycle_time_ms: \"a\\nb\"}\n", absl::StatusCode::kInvalidArgument,
+       "params.cycle_time_ms: cannot read 'a\\nb'"},
+      {"params: {\"x\\ny\": 1}\n", absl::StatusCode::kInvalidArgument,
+       "c.yaml: params.x\\ny: unknown key"},
   }));
   LaunchOptions o;
   absl::Status s = ApplyConfigYaml(text, "c.yaml", &o);
   CHECK(s.code() == code);
   CHECK_THAT(std::string(s.message()), Catch::Contains(expected));
+  CHECK(s.message().find('\n') == absl::string_view::npos);
 }
 
 TEST_CASE("Config values pass the flags' range checks", "[launcher][config]") {

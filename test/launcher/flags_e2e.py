@@ -8,7 +8,10 @@ chorusrun accepts does what it says, and the ones chorus cannot honour are refus
   HOROVOD_/CHORUS_ variables chorus does not read: one warning at init, on rank 0 only
   --autotune --autotune-log-file F: accepted; rank 0 starts F (its header) at init (the search
                             itself: test/python/check_autotune.py)
-  --mpi-threads-disable, --hierarchical-allreduce: exit 2, one line with the reason
+  --hierarchical-allreduce/-allgather  reach every worker (both modes); on two (faked) hosts of
+                            2 ranks each (--gloo -H localhost:2,127.0.0.1:2) rank 0 says it runs
+                            them hierarchically
+  --mpi-threads-disable: exit 2, one line with the reason
 
 Usage: flags_e2e.py --chorusrun PATH. Prints one line per check; exit 0 when all pass.
 """
@@ -102,8 +105,21 @@ def main():
                       'generation,sample,phase,fusion_threshold_bytes,') and
                   header.count('\n') == 1, describe(p) + f'--- {log}\n{header}')
 
-    for flag, reason in (('--mpi-threads-disable', 'needs MPI_THREAD_MULTIPLE'),
-                         ('--hierarchical-allreduce', 'not supported yet')):
+        p = run(c, ['-np', '2'] + mode + ['--hierarchical-allreduce', '--hierarchical-allgather',
+                                          '--log-level', 'info', '/usr/bin/python3', '-c', REPORT],
+                env={'CHORUS_PRINT_CONFIG': '1'})
+        check(f'{name}: --hierarchical-allreduce and --hierarchical-allgather reach the workers',
+              p.returncode == 0 and 'config CHORUS_HIERARCHICAL_ALLREDUCE=true' in p.stderr and
+              'config CHORUS_HIERARCHICAL_ALLGATHER=true' in p.stderr, describe(p))
+
+    # Two hosts as chorusrun numbers them (localhost and 127.0.0.1 are both this machine).
+    p = run(c, ['-np', '4', '-H', 'localhost:2,127.0.0.1:2', '--gloo', '--hierarchical-allreduce',
+                '--log-level', 'info', '/usr/bin/python3', '-c', REPORT])
+    said = [l for l in p.stderr.splitlines() if 'hierarchical over 2 hosts x 2 ranks' in l]
+    check('--gloo on 2 hosts x 2 ranks: rank 0 says the allreduce runs hierarchically, once',
+          p.returncode == 0 and len(said) == 1 and '[chorus 0/0 INFO' in said[0], describe(p))
+
+    for flag, reason in (('--mpi-threads-disable', 'needs MPI_THREAD_MULTIPLE'),):
         p = run(c, ['-np', '2', flag, 'true'])
         lines = p.stderr.splitlines()
         check(f'{flag} is refused: exit 2, one line with the reason',

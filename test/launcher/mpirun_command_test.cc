@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "launcher/args.h"
+#include "launcher/rank_layout.h"
 #include "launcher/worker_env.h"
 
 namespace chorus::launcher {
@@ -266,6 +267,56 @@ TEST_CASE("More local ranks than cores: waiting ranks yield, unless the user dec
   argv = BuildMpirunArgv(with_args, job2);
   REQUIRE(argv.ok());
   CHECK_FALSE(AsksToYield(*argv));
+}
+
+TEST_CASE("mpirun reaches other hosts with ssh unless told otherwise", "[launcher][mpirun]") {
+  const LaunchOptions plain = Options({"-np", "2", "prog"});
+  CHECK(MpirunUsesSsh(plain, {{"PATH", "/usr/bin"}}));
+  // Another launcher or agent, from the environment or --mpi-args; a Slurm job (srun).
+  CHECK_FALSE(MpirunUsesSsh(plain, {{"OMPI_MCA_plm_rsh_agent", "/opt/rsh"}}));
+  CHECK_FALSE(MpirunUsesSsh(plain, {{"OMPI_MCA_orte_rsh_agent", "rsh"}}));
+  CHECK_FALSE(MpirunUsesSsh(plain, {{"OMPI_MCA_plm", "slurm"}}));
+  CHECK_FALSE(MpirunUsesSsh(plain, {{"SLURM_JOB_ID", "42"}}));
+  CHECK_FALSE(MpirunUsesSsh(plain, {{"SLURM_JOBID", "42"}}));
+  CHECK_FALSE(MpirunUsesSsh(
+      Options({"-np", "2", "--mpi-args", "-mca plm_rsh_agent /opt/rsh", "prog"}), {}));
+  CHECK_FALSE(MpirunUsesSsh(Options({"-np", "2", "--mpi-args", "--mca plm isolated", "prog"}), {}));
+  // Other MCA parameters leave ssh in place.
+  CHECK(MpirunUsesSsh(Options({"-np", "2", "--mpi-args", "-mca plm_rsh_args '-x'", "prog"}), {}));
+  CHECK(MpirunUsesSsh(plain, {{"OMPI_MCA_plm_rsh_args", "-x"}}));
+}
+
+TEST_CASE("Each rank's host is LayoutRanks' as -map-by slot places them", "[launcher][mpirun]") {
+  const std::vector<HostSlots> hosts = {{"a", 2}, {"b", 1}, {"c", 3}};
+  LaunchOptions o = Options({"-np", "5", "prog"});
+  const std::optional<std::vector<std::string>> got = MpirunRankHosts(o, Job(o, false, hosts));
+  REQUIRE(got);
+  CHECK(*got == std::vector<std::string>{"a", "a", "b", "c", "c"});
+  absl::StatusOr<std::vector<RankPlacement>> layout = LayoutRanks(hosts, 5);
+  REQUIRE(layout.ok());
+  for (const RankPlacement& p : *layout) CHECK((*got)[p.rank] == p.host);
+  // Oversubscription allowed changes nothing while -np fits the slots.
+  CHECK(MpirunRankHosts(o, Job(o, false, hosts, {{"OMPI_MCA_rmaps_base_oversubscribe", "1"}})) ==
+        got);
+}
+
+TEST_CASE("Where the mapping is not chorusrun's, no host is guessed", "[launcher][mpirun]") {
+  const std::vector<HostSlots> hosts = {{"a", 2}, {"b", 2}};
+  for (const char* args :
+       {"-map-by node", "--map-by=ppr:1:node", "-rank-by node", "--rankfile /tmp/rf", "-npernode 1",
+        "-mca rmaps_base_mapping_policy node", "--bynode", "-H a:1,b:3"}) {
+    INFO(args);
+    LaunchOptions o = Options({"-np", "3", "--mpi-args", args, "prog"});
+    CHECK_FALSE(MpirunRankHosts(o, Job(o, false, hosts)));
+  }
+  LaunchOptions binding = Options({"-np", "3", "--binding-args", "-bind-to core", "prog"});
+  CHECK_FALSE(MpirunRankHosts(binding, Job(binding, false, hosts)));
+  LaunchOptions o = Options({"-np", "3", "prog"});
+  CHECK_FALSE(
+      MpirunRankHosts(o, Job(o, false, hosts, {{"OMPI_MCA_rmaps_base_ranking_policy", "node"}})));
+  // Other --mpi-args keep the layout.
+  LaunchOptions tcp = Options({"-np", "3", "--mpi-args", "-mca btl_tcp_if_include eth0", "prog"});
+  CHECK(MpirunRankHosts(tcp, Job(tcp, false, hosts)) == std::vector<std::string>{"a", "a", "b"});
 }
 
 }  // namespace

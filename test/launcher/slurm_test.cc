@@ -44,6 +44,9 @@ TEST_CASE("Malformed Slurm node lists are errors naming the list", "[launcher][s
       {"node[1-]", "'1-' is not a number"},
       {"n[0-999999],m[0-999999]", "more than 1000000 names"},
       {"n[0-1000]x[0-1000]", "more than 1000000 names"},
+      {"a b", "'a b' holds a character a host name cannot"},
+      {"n1, n2", "' n2' holds a character a host name cannot"},
+      {"rack;1[1-2]", "'rack;1' holds a character a host name cannot"},
   }));
   INFO(text);
   absl::StatusOr<Names> names = ParseSlurmNodelist(text);

@@ -27,8 +27,12 @@ TEST_CASE("Flags map to the runtime's CHORUS_* variables", "[launcher][env]") {
       {{"--cycle-time-ms", "0.1"}, {{"CHORUS_CYCLE_TIME_MS", "0.1"}}},
       {{"--cycle-time-ms", "5"}, {{"CHORUS_CYCLE_TIME_MS", "5"}}},
       {{"--cache-capacity", "2048"}, {{"CHORUS_CACHE_CAPACITY", "2048"}}},
+      {{"--hierarchical-allreduce"}, {{"CHORUS_HIERARCHICAL_ALLREDUCE", "1"}}},
+      {{"--hierarchical-allgather"}, {{"CHORUS_HIERARCHICAL_ALLGATHER", "1"}}},
+      // Explicitly off: overrides the variable should the caller's environment set it.
+      {{"--no-hierarchical-allreduce"}, {{"CHORUS_HIERARCHICAL_ALLREDUCE", "0"}}},
+      {{"--no-hierarchical-allgather"}, {{"CHORUS_HIERARCHICAL_ALLGATHER", "0"}}},
       // The default restated: accepted, nothing to pass on.
-      {{"--no-hierarchical-allreduce"}, {}},
       {{"--no-mpi-threads-disable"}, {}},
       {{"--no-stall-check"}, {{"CHORUS_STALL_CHECK_DISABLE", "1"}}},
       {{"--stall-check"}, {{"CHORUS_STALL_CHECK_DISABLE", "0"}}},

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -292,6 +293,20 @@ TEST_CASE("bad local arguments are rejected by Enqueue", "[mpi][errors]") {
        [&] { return MakeRequest(OpType::kReducescatter, "errors.local.boolrs", flags.view()); }},
       {"alltoall splits do not sum to dim0", kInvalid,
        [&] { return alltoall("errors.local.splitsum", std::vector<int64_t>(topo.size, 1)); }},
+      {"alltoall splits whose sum overflows", kInvalid,
+       [&] {
+         // With 3 or more ranks the sum wraps around to the first dimension exactly.
+         constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+         std::vector<int64_t> s(topo.size, 0);
+         s[0] = kMax;
+         if (topo.size >= 3) {
+           s[1] = kMax;
+           s[2] = uneven + 2;
+         } else if (topo.size == 2) {
+           s[1] = uneven;
+         }
+         return alltoall("errors.local.splitwrap", s);
+       }},
       {"alltoall splits of the wrong length", kInvalid,
        [&] {
          std::vector<int64_t> s(topo.size + 1, 0);
@@ -347,6 +362,12 @@ TEST_CASE("bad local arguments are rejected by Enqueue", "[mpi][errors]") {
        [&] {
          OpRequest r = allreduce("errors.local.type");
          r.type = static_cast<OpType>(42);
+         return r;
+       }},
+      {"an empty tensor whose other dimensions multiply past 2^56", kInvalid,
+       [&] {
+         OpRequest r = allreduce("errors.local.hugeempty");
+         r.input.shape = {0, int64_t{1} << 40, int64_t{1} << 40};
          return r;
        }},
       {"negative dimension", kInvalid,

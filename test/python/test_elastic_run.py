@@ -79,6 +79,39 @@ def test_internal_error_resumes_from_the_last_commit(world):
     assert hvd.is_initialized() and hvd.size() == size and hvd.rank() == rank
 
 
+def test_a_failure_before_the_first_commit_restores_the_synced_state(world):
+    # Every rank starts with a state of its own, as a worker that joins a running job does: the
+    # sync gives it the job's (rank 0's). A failure before its first commit must take it back
+    # to that state, model and plain attributes alike, not to the one it was started with:
+    # should the workers it took the state from be gone, it is the job's only copy.
+    rank, size = world
+    model = weight_model(rank)
+    state = hvd.elastic.TorchState(model, None, step=100 * rank)
+    restored = []
+    restore = state.restore
+
+    def recorded_restore():
+        restore()
+        restored.append((float(state.model.weight[0, 0]), state.step))
+
+    state.restore = recorded_restore
+    failed = []
+
+    @hvd.elastic.run
+    def train(state):
+        with torch.no_grad():
+            state.model.weight.add_(1.0)
+        state.step += 1
+        if not failed:
+            failed.append(True)
+            raise hvd.HorovodInternalError("injected failure before the first commit")
+        return state.step
+
+    assert train(state) == 1
+    assert restored == [(10.0, 0)]  # rank 0's initial state, on every rank
+    assert torch.equal(model.weight, torch.full((1, 2), 11.0))
+
+
 def test_hosts_updated_keeps_the_state_and_resets(world):
     rank, size = world
     model = weight_model(rank)

@@ -56,6 +56,7 @@ enum class Kind {
   kBitAnd,
   kBarrier,
   kCreateBackend,
+  kCreateGroupBackend,
   kAllreduce,
   kAllgatherv,
   kBroadcast,
@@ -75,6 +76,8 @@ const char* KindName(Kind kind) {
       return "Barrier";
     case Kind::kCreateBackend:
       return "CreateBackend";
+    case Kind::kCreateGroupBackend:
+      return "CreateGroupBackend";
     case Kind::kAllreduce:
       return "Allreduce";
     case Kind::kAllgatherv:
@@ -102,7 +105,7 @@ struct Contribution {
   absl::Span<const int64_t> offsets = {};     // alltoallv send_offsets
   absl::Span<const int64_t> recv_sizes = {};  // alltoallv recv_bytes
   const std::string* text = nullptr;
-  absl::Span<const int32_t> ranks = {};  // CreateBackend
+  absl::Span<const int32_t> ranks = {};  // CreateBackend; CreateGroupBackend: group of each rank
 };
 
 struct Slot {
@@ -118,6 +121,7 @@ struct Comm {
       : id(id), members(std::move(members)), next_seq(this->members.size(), 0) {}
   const int id;
   const std::vector<int> members;  // world ranks, ascending
+  bool group = false;              // made by CreateGroupBackend
   // Both guarded by Engine::mu.
   std::vector<int64_t> next_seq;  // per member
   absl::flat_hash_map<int64_t, std::shared_ptr<Slot>> slots;
@@ -153,9 +157,13 @@ struct Engine {
   std::condition_variable changed;  // notified on every post, finish and Kill
   // The members below, and every Comm's next_seq and slots, are guarded by mu.
   std::vector<bool> dead;
-  // Per world rank: how many CreateBackend calls it has made (the id of its last comm).
+  // Per world rank: how many CreateBackend and CreateGroupBackend calls it has made (the id of
+  // its last comm, or partition).
   std::vector<int> create_count;
   absl::flat_hash_map<int, std::shared_ptr<Comm>> comms;
+  // The groups of CreateGroupBackend calls: (call id, group) -> comm.
+  absl::flat_hash_map<std::pair<int, int>, std::shared_ptr<Comm>> group_comms;
+  int64_t group_calls = 0;  // collective calls on group comms, per member
 
   std::shared_ptr<Comm> GetComm(int id) {
     std::lock_guard<std::mutex> lock(mu);
@@ -182,6 +190,7 @@ struct Engine {
     {
       std::unique_lock<std::mutex> lock(mu);
       const int64_t seq = comm.next_seq[member]++;
+      if (comm.group) ++group_calls;
       if (int lost = FirstDeadMember(comm); lost >= 0) return Lost(lost);
       std::shared_ptr<Slot>& entry = comm.slots[seq];
       if (entry == nullptr) entry = std::make_shared<Slot>(seq, n);
@@ -484,6 +493,54 @@ class InProcessController : public runtime::Controller {
         [](absl::Span<const Contribution>) { return absl::OkStatus(); }, nullptr);
   }
 
+  absl::StatusOr<std::unique_ptr<ops::CollectiveBackend>> CreateGroupBackend(
+      absl::Span<const int32_t> group_of_rank) override {
+    int id = 0;
+    {
+      std::lock_guard<std::mutex> lock(shared_->mu);
+      id = ++shared_->create_count[rank()];
+    }
+    const int32_t mine = static_cast<size_t>(rank()) < group_of_rank.size()
+                             ? group_of_rank[static_cast<size_t>(rank())]
+                             : -1;
+    std::shared_ptr<Comm> comm;
+    auto compute = [&](absl::Span<const Contribution> all) -> absl::Status {
+      for (const Contribution& c : all) {
+        if (!std::equal(c.ranks.begin(), c.ranks.end(), group_of_rank.begin(),
+                        group_of_rank.end())) {
+          return Mismatch(Kind::kCreateGroupBackend, "the partition");
+        }
+      }
+      if (group_of_rank.size() != static_cast<size_t>(size())) {
+        return absl::InvalidArgumentError(
+            "in-process CreateGroupBackend: one group entry per world rank needed");
+      }
+      for (int32_t g : group_of_rank) {
+        if (g < -1) return absl::InvalidArgumentError("in-process CreateGroupBackend: group < -1");
+      }
+      if (mine < 0) return absl::OkStatus();
+      std::vector<int> members;
+      for (int r = 0; r < size(); ++r) {
+        if (group_of_rank[static_cast<size_t>(r)] == mine) members.push_back(r);
+      }
+      std::lock_guard<std::mutex> lock(shared_->mu);
+      std::shared_ptr<Comm>& entry = shared_->group_comms[{id, mine}];
+      if (entry == nullptr) {
+        entry = std::make_shared<Comm>(id, std::move(members));
+        entry->group = true;
+      }
+      comm = entry;
+      return absl::OkStatus();
+    };
+    CHORUS_RETURN_IF_ERROR(shared_->Run(
+        *world_, rank(), Contribution{.kind = Kind::kCreateGroupBackend, .ranks = group_of_rank},
+        compute, nullptr));
+    if (comm == nullptr) return std::unique_ptr<ops::CollectiveBackend>();
+    auto it = std::find(comm->members.begin(), comm->members.end(), rank());
+    return std::unique_ptr<ops::CollectiveBackend>(std::make_unique<InProcessBackend>(
+        shared_, comm, static_cast<int>(it - comm->members.begin())));
+  }
+
   absl::StatusOr<std::unique_ptr<ops::CollectiveBackend>> CreateBackend(
       absl::Span<const int32_t> ranks) override {
     int id = 0;
@@ -590,6 +647,12 @@ std::unique_ptr<runtime::Controller> InProcessFabric::CreateController(int rank)
   }
   return std::make_unique<InProcessController>(shared_->engine,
                                                TopologyOf(rank, engine.host_of_rank));
+}
+
+int64_t InProcessFabric::group_collectives() const {
+  Engine& engine = *shared_->engine;
+  std::lock_guard<std::mutex> lock(engine.mu);
+  return engine.group_calls;
 }
 
 void InProcessFabric::Kill(int rank) {

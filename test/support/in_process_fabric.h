@@ -18,6 +18,7 @@
 #ifndef CHORUS_TEST_SUPPORT_IN_PROCESS_FABRIC_H_
 #define CHORUS_TEST_SUPPORT_IN_PROCESS_FABRIC_H_
 
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -40,6 +41,10 @@ class InProcessFabric {
 
   // Simulates the death of `rank` (see above).
   void Kill(int rank);
+
+  // Collective calls made so far on backends of CreateGroupBackend (each member's call counts
+  // once): whether hierarchical collectives ran.
+  int64_t group_collectives() const;
 
  private:
   struct Shared;

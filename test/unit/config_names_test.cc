@@ -50,6 +50,8 @@ std::vector<launcher::EnvVar> EveryFlag() {
                                   "0,1",
                                   "--gloo-timeout-seconds",
                                   "40",
+                                  "--hierarchical-allreduce",
+                                  "--hierarchical-allgather",
                                   "--log-level",
                                   "info",
                                   "--log-with-timestamp",

@@ -39,6 +39,8 @@ TEST_CASE("An empty environment gives the defaults", "[config]") {
   CHECK(config->idle_cycle_time == absl::Milliseconds(20));
   CHECK(config->log_level == "warning");
   CHECK_FALSE(config->print_config);
+  CHECK_FALSE(config->hierarchical_allreduce);
+  CHECK_FALSE(config->hierarchical_allgather);
   CHECK_FALSE(config->autotune);
   CHECK(config->autotune_log.empty());
   CHECK(config->autotune_warmup_samples == 3);
@@ -61,6 +63,8 @@ TEST_CASE("Every CHORUS variable is read", "[config]") {
       {"CHORUS_IDLE_CYCLE_MS", "0.5"},
       {"CHORUS_LOG_LEVEL", "DEBUG"},
       {"CHORUS_PRINT_CONFIG", "On"},
+      {"CHORUS_HIERARCHICAL_ALLREDUCE", "1"},
+      {"CHORUS_HIERARCHICAL_ALLGATHER", "true"},
       {"CHORUS_AUTOTUNE", "1"},
       {"CHORUS_AUTOTUNE_LOG", "/tmp/at.csv"},
       {"CHORUS_AUTOTUNE_WARMUP_SAMPLES", "0"},
@@ -70,6 +74,8 @@ TEST_CASE("Every CHORUS variable is read", "[config]") {
   };
   auto config = Read(env);
   REQUIRE(config.ok());
+  CHECK(config->hierarchical_allreduce);
+  CHECK(config->hierarchical_allgather);
   CHECK(config->autotune);
   CHECK(config->autotune_log == "/tmp/at.csv");
   CHECK(config->autotune_warmup_samples == 0);
@@ -99,6 +105,8 @@ TEST_CASE("Horovod aliases are read", "[config]") {
       {"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "20"},
       {"HOROVOD_STALL_CHECK_DISABLE", "1"},
       {"HOROVOD_LOG_LEVEL", "fatal"},
+      {"HOROVOD_HIERARCHICAL_ALLREDUCE", "1"},
+      {"HOROVOD_HIERARCHICAL_ALLGATHER", "1"},
       {"HOROVOD_AUTOTUNE", "1"},
       {"HOROVOD_AUTOTUNE_LOG", "at.csv"},
       {"HOROVOD_AUTOTUNE_WARMUP_SAMPLES", "5"},
@@ -108,6 +116,8 @@ TEST_CASE("Horovod aliases are read", "[config]") {
   };
   auto config = Read(env);
   REQUIRE(config.ok());
+  CHECK(config->hierarchical_allreduce);
+  CHECK(config->hierarchical_allgather);
   CHECK(config->autotune);
   CHECK(config->autotune_log == "at.csv");
   CHECK(config->autotune_warmup_samples == 5);
@@ -256,6 +266,8 @@ TEST_CASE("Describe lists the defaults in a stable order", "[config]") {
       "CHORUS_STALL_CHECK_DISABLE=false",
       "CHORUS_IDLE_CYCLE_MS=20",
       "CHORUS_NO_PROGRESS_TIMEOUT_SECONDS=30",
+      "CHORUS_HIERARCHICAL_ALLREDUCE=false",
+      "CHORUS_HIERARCHICAL_ALLGATHER=false",
       "CHORUS_AUTOTUNE=false",
       "CHORUS_AUTOTUNE_LOG=",
       "CHORUS_AUTOTUNE_WARMUP_SAMPLES=3",

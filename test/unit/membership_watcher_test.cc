@@ -95,6 +95,31 @@ TEST_CASE("membership watcher: an aborted generation interrupts the worlds befor
   CHECK(watcher->TakeHostUpdates().empty());
 }
 
+TEST_CASE("membership watcher: an abort published just before another change is not missed",
+          "[elastic][watcher]") {
+  // The server keeps only the newest generation. A worker of generation 0 whose first poll
+  // comes after generations 1 (aborted) and 2 (hosts added) were published sees only 2; the
+  // abort stamped into 2 must still fail its world of generation 0.
+  Job job;
+  job.Publish(0, false, "w0", 0);
+  job.Publish(1, /*aborted=*/true, "w0", 0);
+  job.Publish(2, /*aborted=*/false, "w0", 0);
+  auto watcher = job.Worker("w0", 0);
+  std::shared_ptr<const Interrupt> world0 = watcher->WorldInterrupt(0);
+  REQUIRE(Eventually([&] { return watcher->latest() == 2; }));
+  REQUIRE(Eventually([&] { return world0->raised(); }));
+  CHECK(world0->reason().message() ==
+        "generation 1 aborted by chorusrun: rank 2 on hostB killed by SIGKILL (lost "
+        "rank 2)");
+  // Worlds of the aborted generation and after it are not interrupted.
+  CHECK_FALSE(watcher->WorldInterrupt(1)->raised());
+  CHECK_FALSE(watcher->WorldInterrupt(2)->raised());
+  // Generation 2 itself is a graceful change: a host update besides the abort.
+  auto updates = watcher->TakeHostUpdates();
+  REQUIRE(updates.size() == 1);
+  CHECK(updates[0].generation == 2);
+}
+
 TEST_CASE("membership watcher: a graceful change is a host update, taken once",
           "[elastic][watcher]") {
   Job job;

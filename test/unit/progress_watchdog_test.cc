@@ -20,6 +20,7 @@
 #include <catch2/catch.hpp>
 
 #include "base/mutex.h"
+#include "ops/hierarchical/hierarchical_backend.h"
 #include "runtime/executor.h"
 #include "runtime/tensor_entry.h"
 #include "runtime/watched_backend.h"
@@ -81,53 +82,65 @@ TEST_CASE("A call's deadline is the bound, plus the bound per call of other sets
   CHECK(NoProgressDeadline(t, absl::Seconds(30), INT64_MAX) == absl::InfiniteFuture());
 }
 
-// A one-rank data plane that counts its calls (and does what a one-rank set does).
+// A data plane that counts its calls: with one rank it does what a one-rank set does; as rank
+// `rank` of `size` it moves nothing (the calls are what counts), adding to `*shared`.
 class CountingBackend : public ops::CollectiveBackend {
  public:
-  int rank() const override { return 0; }
-  int size() const override { return 1; }
+  CountingBackend() = default;
+  CountingBackend(int rank, int size, int64_t* shared)
+      : rank_(rank), size_(size), counter_(shared) {}
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
   std::string name() const override { return "counting"; }
   absl::Status Allreduce(const void* send, void* recv, int64_t count, DataType dtype,
                          ReduceOp) override {
-    ++calls;
-    if (send != recv) std::memcpy(recv, send, count * DataTypeSize(dtype));
+    ++*counter_;
+    if (size_ == 1 && send != recv) std::memcpy(recv, send, count * DataTypeSize(dtype));
     return absl::OkStatus();
   }
   absl::Status Allgatherv(const void* send, void* recv, absl::Span<const int64_t> bytes) override {
-    ++calls;
-    if (send != recv) std::memcpy(recv, send, bytes[0]);
+    ++*counter_;
+    if (size_ == 1 && send != recv) std::memcpy(recv, send, bytes[0]);
     return absl::OkStatus();
   }
   absl::Status Broadcast(void*, int64_t, int) override {
-    ++calls;
+    ++*counter_;
     return absl::OkStatus();
   }
   absl::Status Alltoallv(const void* send, absl::Span<const int64_t> send_bytes,
                          absl::Span<const int64_t> send_offsets, void* recv,
                          absl::Span<const int64_t>,
                          absl::Span<const int64_t> recv_offsets) override {
-    ++calls;
-    std::memcpy(static_cast<char*>(recv) + recv_offsets[0],
-                static_cast<const char*>(send) + send_offsets[0], send_bytes[0]);
+    ++*counter_;
+    if (size_ == 1) {
+      std::memcpy(static_cast<char*>(recv) + recv_offsets[0],
+                  static_cast<const char*>(send) + send_offsets[0], send_bytes[0]);
+    }
     return absl::OkStatus();
   }
   absl::Status ReduceScatter(const void* send, void* recv, absl::Span<const int64_t> counts,
                              DataType dtype, ReduceOp) override {
-    ++calls;
-    if (send != recv) std::memcpy(recv, send, counts[0] * DataTypeSize(dtype));
+    ++*counter_;
+    if (size_ == 1 && send != recv) std::memcpy(recv, send, counts[0] * DataTypeSize(dtype));
     return absl::OkStatus();
   }
   absl::Status Barrier() override {
-    ++calls;
+    ++*counter_;
     return absl::OkStatus();
   }
   int64_t calls = 0;
+
+ private:
+  int rank_ = 0;
+  int size_ = 1;
+  int64_t* counter_ = &calls;
 };
 
 // Runs `response` over float32 tensors of its shapes on one rank (`held[i]` false: a joined
-// rank without that tensor) and returns the backend calls it made.
-int64_t CallsOf(const Response& response, const SharedConfig& config,
-                const std::vector<bool>& held) {
+// rank without that tensor) over `backend` and returns the calls `*counter` counted.
+int64_t CallsOver(const Response& response, const SharedConfig& config,
+                  const std::vector<bool>& held, ops::CollectiveBackend& backend,
+                  const int64_t* counter) {
   std::vector<std::vector<float>> data;
   std::vector<std::unique_ptr<TensorEntry>> owned;
   std::vector<TensorEntry*> entries;
@@ -146,12 +159,18 @@ int64_t CallsOf(const Response& response, const SharedConfig& config,
     owned.push_back(std::move(entry));
   }
   Executor executor(config);
-  CountingBackend backend;
   std::vector<OpResult> results;
   const absl::Status status = executor.Execute(response, entries, backend, &results);
   INFO(status.ToString());
   CHECK(status.ok());
-  return backend.calls;
+  return *counter;
+}
+
+// As CallsOver, on a one-rank set.
+int64_t CallsOf(const Response& response, const SharedConfig& config,
+                const std::vector<bool>& held) {
+  CountingBackend backend;
+  return CallsOver(response, config, held, backend, &backend.calls);
 }
 
 TEST_CASE("MaxBlockingCalls bounds the calls the executor makes for a response", "[no_progress]") {
@@ -199,6 +218,48 @@ TEST_CASE("MaxBlockingCalls bounds the calls the executor makes for a response",
         CHECK(made <= bound);
         CHECK(bound <= made + 4 + static_cast<int64_t>(c.counts.size()) + 1);
       }
+    }
+  }
+}
+
+TEST_CASE("MaxBlockingCalls bounds the calls of a set running hierarchical collectives",
+          "[no_progress][hierarchical]") {
+  SharedConfig config;
+  config.fusion_threshold_bytes = int64_t{64} << 20;
+  config.pipeline_chunk_bytes = 4096;
+  config.inplace_min_bytes = 16384;
+  // Rank 0 of a 2 x 2 set, every call of its flat, host and cross backends counted.
+  const std::vector<std::vector<int64_t>> batches = {
+      {7}, {1000, 1000, 1000, 50, 0, 2000}, {100000}, {3000, 8000, 1025, 4096, 1, 20000}};
+  for (const OpType type : {OpType::kAllreduce, OpType::kAllgather}) {
+    for (const std::vector<int64_t>& counts : batches) {
+      int64_t calls = 0;
+      auto backend =
+          ops::HierarchicalBackend::Create(std::make_unique<CountingBackend>(0, 4, &calls),
+                                           std::make_unique<CountingBackend>(0, 2, &calls),
+                                           std::make_unique<CountingBackend>(0, 2, &calls),
+                                           ops::PlanHierarchy(std::vector<int32_t>{0, 0, 1, 1}));
+      REQUIRE(backend.ok());
+      (*backend)->set_modes({true, true});
+      Response response;
+      response.type = type;
+      response.dtype = DataType::kFloat32;
+      for (size_t i = 0; i < counts.size(); ++i) {
+        response.names.push_back("t" + std::to_string(i));
+        response.shapes.push_back({counts[i]});
+      }
+      for (size_t i = 0; i < counts.size(); ++i) {
+        for (int r = 0; r < 4; ++r) response.first_dims.push_back(counts[i]);
+      }
+      const int64_t bound =
+          MaxBlockingCalls(response, config.pipeline_chunk_bytes, /*hierarchical=*/true);
+      const int64_t made =
+          CallsOver(response, config, std::vector<bool>(counts.size(), true), **backend, &calls);
+      INFO(OpTypeName(type) << " of " << counts.size() << " tensors: made " << made
+                            << " calls, bound " << bound);
+      CHECK(made <= bound);
+      const ops::HierarchicalBackend::Counters& ran = (*backend)->counters();
+      CHECK(ran.hierarchical_allreduces + ran.hierarchical_allgathers > 0);
     }
   }
 }

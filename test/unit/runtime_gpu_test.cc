@@ -51,11 +51,12 @@ struct GpuRank {
 using GpuRankFn = std::function<void(GpuRank&)>;
 
 // Runs `fn` on `n` simulated ranks, each with its runtime and fake GPU platform (rank r uses
-// `devices_per_rank` devices); `after` runs on each rank after its runtime shut down.
+// `devices_per_rank` devices, runs on simulated host hosts[r], default all on one); `after` runs
+// on each rank after its runtime shut down.
 void RunGpuRanks(int n, const GpuRankFn& fn, Failures& f,
                  Config config = testing::FastCycleConfig(), int devices_per_rank = 1,
-                 const GpuRankFn& after = nullptr) {
-  testing::InProcessFabric fabric(n);
+                 const GpuRankFn& after = nullptr, std::vector<int> hosts = {}) {
+  testing::InProcessFabric fabric(n, std::move(hosts));
   FakeGpuCluster cluster;
   std::vector<std::shared_ptr<FakeGpuPlatform>> gpus;
   for (int r = 0; r < n; ++r) {
@@ -164,6 +165,120 @@ TEST_CASE("GPU allreduce of a fused group: one copy-in, one collective, one copy
         }
       },
       f);
+  f.Report();
+}
+
+// The expected allreduce of rank r's values 2 * ((r + 1)(t + 1) + i % 5), halved (and averaged).
+double Expected(ReduceOp op, int n, size_t t, int64_t i) {
+  double want = 0;
+  for (int r = 0; r < n; ++r) {
+    const double x = 2.0 * ((r + 1.0) * (t + 1.0) + static_cast<double>(i % 5));
+    if (r == 0)
+      want = x;
+    else if (op == ReduceOp::kSum || op == ReduceOp::kAverage)
+      want += x;
+    else if (op == ReduceOp::kMin)
+      want = std::min(want, x);
+    else if (op == ReduceOp::kMax)
+      want = std::max(want, x);
+    else
+      want *= x;
+  }
+  want *= 0.5;
+  if (op == ReduceOp::kAverage) want /= n;
+  return want;
+}
+
+TEST_CASE("GPU hierarchical allreduce: NCCL reduce-scatter, cross allreduce, allgather",
+          "[runtime][gpu][hierarchical]") {
+  const std::vector<int> hosts =
+      GENERATE(std::vector<int>{0, 0, 1, 1}, std::vector<int>{0, 0, 1, 1, 2, 2},
+               std::vector<int>{0, 1, 0, 1});
+  const ReduceOp op = GENERATE(ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax,
+                               ReduceOp::kProduct);
+  const int n = static_cast<int>(hosts.size());
+  Config config = testing::FastCycleConfig();
+  config.hierarchical_allreduce = true;
+  Failures f;
+  RunGpuRanks(
+      n,
+      [&](GpuRank& me) {
+        // A fused group (packed, padded to a multiple of the local size); single tensors of 6
+        // elements (splits evenly: reduced in place), 7 (padded in the fusion buffer) and 1
+        // (below the local size: flat).
+        const std::vector<std::vector<int64_t>> batches = {{3, 0, 1000, 17, 65}, {6}, {7}, {1}};
+        const std::vector<int64_t> collectives = {3, 3, 3, 1};
+        for (size_t b = 0; b < batches.size(); ++b) {
+          const std::vector<int64_t>& sizes = batches[b];
+          std::vector<OpRequest> group;
+          for (size_t t = 0; t < sizes.size(); ++t) {
+            std::vector<float> v(sizes[t]);
+            for (int64_t i = 0; i < sizes[t]; ++i) v[i] = (me.rank + 1.0f) * (t + 1.0f) + i % 5;
+            OpRequest r = Op(OpType::kAllreduce, absl::StrCat("b", b, ".", t),
+                             DeviceTensor(*me.gpu, v, {sizes[t]}, DataType::kFloat32));
+            r.reduce_op = op;
+            r.prescale_factor = 2.0;
+            r.postscale_factor = 0.5;
+            group.push_back(r);
+          }
+          const FakeGpuPlatform::Counters before = me.gpu->counters();
+          auto handles = me.runtime->EnqueueGroup(group);
+          f.Check(handles.ok(), handles.status().ToString());
+          if (!handles.ok()) return;
+          for (Handle h : *handles) f.Check(me.runtime->Wait(h).ok(), "wait");
+          const FakeGpuPlatform::Counters after = me.gpu->counters();
+          f.Check(after.collectives - before.collectives == collectives[b],
+                  absl::StrCat("batch ", b, ": ", after.collectives - before.collectives,
+                               " collectives"));
+          for (size_t t = 0; t < sizes.size(); ++t) {
+            const std::vector<float> got = Read<float>(group[t].input.data, sizes[t]);
+            for (int64_t i = 0; i < sizes[t]; ++i) {
+              const double want = Expected(op, n, t, i);
+              f.Check(std::abs(got[i] - want) <= 1e-5 * std::abs(want),
+                      absl::StrCat(ReduceOpName(op), " batch ", b, " t", t, "[", i, "]: ", got[i],
+                                   " != ", want));
+            }
+          }
+        }
+      },
+      f, config, 1,
+      [&](GpuRank& me) {
+        // The lane's communicator over the set, and this rank's host and cross communicators.
+        f.Check(me.gpu->counters().communicators_created == 3,
+                absl::StrCat("communicators: ", me.gpu->counters().communicators_created));
+        f.Check(me.gpu->counters().communicators_destroyed == 3, "destroyed at shutdown");
+      },
+      hosts);
+  f.Report();
+}
+
+TEST_CASE("GPU allreduce runs flat when hierarchy is off or the hosts differ",
+          "[runtime][gpu][hierarchical]") {
+  struct Case {
+    std::vector<int> hosts;
+    bool on;
+  };
+  const Case c = GENERATE(Case{{0, 0, 1, 1}, false}, Case{{0, 0, 1}, true});
+  Config config = testing::FastCycleConfig();
+  config.hierarchical_allreduce = c.on;
+  Failures f;
+  const int n = static_cast<int>(c.hosts.size());
+  RunGpuRanks(
+      n,
+      [&](GpuRank& me) {
+        std::vector<float> v(1000, static_cast<float>(me.rank + 1));
+        OpRequest r =
+            Op(OpType::kAllreduce, "x", DeviceTensor(*me.gpu, v, {1000}, DataType::kFloat32));
+        auto h = me.runtime->Enqueue(r);
+        f.Check(h.ok() && me.runtime->Wait(*h).ok(), "allreduce");
+        f.Check(me.gpu->counters().collectives == 1, "one collective");
+        f.Check(Read<float>(r.input.data, 1)[0] == n * (n + 1) / 2.0f, "sum");
+      },
+      f, config, 1,
+      [&](GpuRank& me) {
+        f.Check(me.gpu->counters().communicators_created == 1, "one communicator");
+      },
+      c.hosts);
   f.Report();
 }
 

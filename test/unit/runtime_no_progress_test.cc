@@ -162,6 +162,11 @@ class WatchedController : public Controller {
     return std::unique_ptr<ops::CollectiveBackend>(
         new GatedBackend(std::move(watched), faults_.data_gate, faults_.large, faults_.data_delay));
   }
+  absl::StatusOr<std::unique_ptr<ops::CollectiveBackend>> CreateGroupBackend(
+      absl::Span<const int32_t> group_of_rank) override {
+    ProgressWatchdog::BlockingCall watch = Watch("CreateGroupBackend");
+    return inner_->CreateGroupBackend(group_of_rank);
+  }
   ProgressWatchdog* progress_watchdog() override { return watchdog_.get(); }
 
  private:

@@ -146,7 +146,8 @@ TEST_CASE("SharedConfig round-trips", "[wire_codec]") {
   config.inplace_min_bytes = 12345;
   config.cache_capacity = 1 << 20;
   config.num_nccl_streams = 3;
-  config.hierarchical_allreduce = true;
+  config.hierarchical_allreduce = GENERATE(false, true);
+  config.hierarchical_allgather = GENERATE(false, true);
   auto parsed = ParseSharedConfig(SerializeSharedConfig(config));
   REQUIRE(parsed.ok());
   CHECK(*parsed == config);

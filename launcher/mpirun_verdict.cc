@@ -1,0 +1,39 @@
+#include "launcher/mpirun_verdict.h"
+
+#include "absl/strings/str_cat.h"
+
+#include "elastic/worker_exit.h"
+
+namespace chorus::launcher {
+
+MpirunVerdict JudgeMpirunJob(const MpirunJobEnd& end) {
+  const ChildEnd& child = end.child;
+  MpirunVerdict verdict;
+  if (child.signal && child.killed) {
+    verdict.status = 128 + *child.signal;
+    verdict.line = absl::StrCat("chorusrun: job stopped: chorusrun received signal ",
+                                elastic::SignalName(*child.signal), "; mpirun had not ended ",
+                                absl::FormatDuration(end.grace), " later and was killed");
+    return verdict;
+  }
+  const bool stopped = child.stopped || child.killed;
+  std::optional<std::string> cause = end.mpirun_cause;
+  if (!end.reports.empty()) {
+    const LostRanks lost = JudgeNoProgress(end.reports);
+    cause = DescribeLostRanks(lost, end.host_of_rank);
+    if (stopped) {
+      verdict.status = lost.exit_code.value_or(1);
+      verdict.line = absl::StrCat("chorusrun: job failed (exit status ", verdict.status,
+                                  ", mpirun stopped): ", *cause);
+      return verdict;
+    }
+  }
+  verdict.status = child.status;
+  if (child.status != 0) {
+    verdict.line = absl::StrCat("chorusrun: job failed (mpirun exit status ", child.status,
+                                "): ", cause.value_or("mpirun reported no cause"));
+  }
+  return verdict;
+}
+
+}  // namespace chorus::launcher

@@ -1,0 +1,228 @@
+// MPI tier: HierarchicalBackend (ops/hierarchical/hierarchical_backend.h) across the real ranks
+// of the mpirun, over the sub-communicators MpiController::CreateGroupBackend splits and over the
+// UCX views UcxController::CreateGroupBackend makes (a UCX world formed through MPI, as under
+// CHORUS_CONTROLLER=ucx). This machine is one host, so the hosts are simulated: rank r on host
+// r / 2 (host by host) or r % (size / 2) (interleaved), which is what the partition needs; the
+// traffic between real hosts is test/cluster's. Needs a grid: 4 or 6 ranks (ctest
+// mpi_hierarchical_np4/np6); with other sizes the cases say so and pass.
+//
+// Every rank runs every case in the same order (the calls are collective); failures use CHECK.
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+#include <mpi.h>
+
+#include "ops/hierarchical/hierarchical_backend.h"
+#include "ops/ucx/ucx_transport.h"
+#include "runtime/mpi/mpi_controller.h"
+#include "runtime/ucx/controller_address_exchange.h"
+#include "runtime/ucx/ucx_controller.h"
+#include "test/support/summation_bound.h"
+#include "test/support/typed_values.h"
+
+namespace chorus {
+namespace {
+
+using testing::Load;
+using testing::Store;
+
+int WorldSize() {
+  int n = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+
+// The controllers, created once (collectively) on first use.
+struct Controllers {
+  std::unique_ptr<runtime::MpiController> mpi;
+  std::unique_ptr<runtime::UcxController> ucx;
+};
+
+Controllers& GetControllers() {
+  static Controllers c = [] {
+    Controllers out;
+    auto mpi = runtime::MpiController::Create(nullptr);
+    if (!mpi.ok()) return out;
+    out.mpi = std::move(*mpi);
+    runtime::ControllerAddressExchange exchange(out.mpi.get());
+    auto transport = ops::UcxTransport::Create();
+    if (!transport.ok()) return out;
+    auto ucx = runtime::UcxController::Create(out.mpi->topology(), std::move(*transport), exchange);
+    if (ucx.ok()) out.ucx = std::move(*ucx);
+    return out;
+  }();
+  return c;
+}
+
+// This rank's HierarchicalBackend over the whole world with simulated hosts `hosts`, built by
+// `controller` as the runtime builds it (collective).
+std::unique_ptr<ops::HierarchicalBackend> Build(runtime::Controller& controller,
+                                                const std::vector<int32_t>& hosts) {
+  const ops::HierarchyPlan plan = ops::PlanHierarchy(hosts);
+  if (plan.kind != ops::HierarchyPlan::Kind::kHierarchical) return nullptr;
+  const int n = controller.size();
+  std::vector<int32_t> all(n);
+  for (int r = 0; r < n; ++r) all[r] = r;
+  auto flat = controller.CreateBackend(all);
+  auto local = controller.CreateGroupBackend(plan.layout.host);
+  auto cross = controller.CreateGroupBackend(plan.layout.local);
+  if (!flat.ok() || !local.ok() || !cross.ok()) return nullptr;
+  auto backend = ops::HierarchicalBackend::Create(*std::move(flat), *std::move(local),
+                                                  *std::move(cross), plan);
+  return backend.ok() ? *std::move(backend) : nullptr;
+}
+
+bool IsFloat(DataType d) {
+  return d == DataType::kFloat16 || d == DataType::kBfloat16 || d == DataType::kFloat32 ||
+         d == DataType::kFloat64;
+}
+
+// Rank `rank`'s element i (no integer overflow on 6 ranks; products of small factors).
+double Value(DataType d, ReduceOp op, int rank, int64_t i) {
+  const int64_t h = (rank * 7919 + i * 104729 + static_cast<int64_t>(d) * 31) % 1000003;
+  if (!IsFloat(d)) {
+    if (op == ReduceOp::kProduct) return 1 + h % 2;
+    return d == DataType::kUint8 ? static_cast<double>(h % 41) : static_cast<double>(h % 41) - 20;
+  }
+  const double unit = static_cast<double>(h % 2001) / 1000.0 - 1.0;  // [-1, 1]
+  if (op == ReduceOp::kProduct) return (h % 2 == 0 ? 1 : -1) * (0.5 + std::abs(unit));
+  return unit;
+}
+
+const DataType kReducible[] = {DataType::kUint8,    DataType::kInt8,    DataType::kInt16,
+                               DataType::kInt32,    DataType::kInt64,   DataType::kFloat16,
+                               DataType::kBfloat16, DataType::kFloat32, DataType::kFloat64};
+
+// The simulated layouts of this world: host by host and interleaved, local size 2 (and 3 with 6
+// ranks).
+std::vector<std::vector<int32_t>> Layouts(int n) {
+  std::vector<std::vector<int32_t>> out;
+  for (int local : {2, 3}) {
+    if (n % local != 0 || n / local < 2) continue;
+    std::vector<int32_t> by_host(n), interleaved(n);
+    for (int r = 0; r < n; ++r) {
+      by_host[r] = r / local;
+      interleaved[r] = r % (n / local);
+    }
+    out.push_back(by_host);
+    out.push_back(interleaved);
+  }
+  return out;
+}
+
+TEST_CASE("Hierarchical allreduce over MPI and UCX sub-groups equals the flat one",
+          "[mpi][hierarchical]") {
+  const int n = WorldSize();
+  if (Layouts(n).empty()) {
+    SUCCEED("a grid of hosts needs 4 or 6 ranks; this run has " << n);
+    return;
+  }
+  Controllers& c = GetControllers();
+  REQUIRE(c.mpi != nullptr);
+  REQUIRE(c.ucx != nullptr);
+  const int rank = c.mpi->rank();
+  for (runtime::Controller* controller : {static_cast<runtime::Controller*>(c.mpi.get()),
+                                          static_cast<runtime::Controller*>(c.ucx.get())}) {
+    for (const std::vector<int32_t>& hosts : Layouts(n)) {
+      std::unique_ptr<ops::HierarchicalBackend> backend = Build(*controller, hosts);
+      CHECK(backend != nullptr);
+      if (backend == nullptr) continue;
+      const int local_size = backend->layout().local_size;
+      for (DataType d : kReducible) {
+        for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct}) {
+          for (int64_t count : {int64_t{local_size}, int64_t{5}, int64_t{1001}, int64_t{70001}}) {
+            for (bool in_place : {false, true}) {
+              INFO(controller->name() << ", hosts of rank 0/1: " << hosts[0] << "/" << hosts[1]
+                                      << ", " << DataTypeName(d) << " " << ReduceOpName(op)
+                                      << ", count " << count << (in_place ? ", in place" : ""));
+              const size_t bytes = static_cast<size_t>(count) * DataTypeSize(d);
+              std::vector<std::byte> input(bytes), flat(bytes), hier(bytes);
+              for (int64_t i = 0; i < count; ++i) Store(d, input.data(), i, Value(d, op, rank, i));
+              backend->set_modes({false, false});
+              CHECK(backend->Allreduce(input.data(), flat.data(), count, d, op).ok());
+              backend->set_modes({true, false});
+              if (in_place) hier = input;
+              CHECK(
+                  backend
+                      ->Allreduce(in_place ? hier.data() : input.data(), hier.data(), count, d, op)
+                      .ok());
+              if (!IsFloat(d) || op == ReduceOp::kMin || op == ReduceOp::kMax) {
+                CHECK(hier == flat);  // bit for bit
+                continue;
+              }
+              int64_t outside = 0;
+              for (int64_t i = 0; i < count; ++i) {
+                double magnitude = op == ReduceOp::kProduct ? 1.0 : 0.0;
+                for (int r = 0; r < n; ++r) {
+                  std::byte one[8];
+                  Store(d, one, 0, Value(d, op, r, i));
+                  const double x = std::abs(Load(d, one, 0));
+                  magnitude = op == ReduceOp::kProduct ? magnitude * x : magnitude + x;
+                }
+                const double f = Load(d, flat.data(), i), h = Load(d, hier.data(), i);
+                if (std::abs(h - f) > testing::SummationOrderBound(d, n, magnitude, std::abs(f))) {
+                  ++outside;
+                }
+              }
+              CHECK(outside == 0);
+            }
+          }
+        }
+      }
+      CHECK(backend->counters().hierarchical_allreduces > 0);
+    }
+  }
+}
+
+TEST_CASE("Hierarchical allgather over MPI and UCX sub-groups equals the flat one",
+          "[mpi][hierarchical]") {
+  const int n = WorldSize();
+  if (Layouts(n).empty()) {
+    SUCCEED("a grid of hosts needs 4 or 6 ranks; this run has " << n);
+    return;
+  }
+  Controllers& c = GetControllers();
+  REQUIRE(c.mpi != nullptr);
+  REQUIRE(c.ucx != nullptr);
+  const int rank = c.mpi->rank();
+  for (runtime::Controller* controller : {static_cast<runtime::Controller*>(c.mpi.get()),
+                                          static_cast<runtime::Controller*>(c.ucx.get())}) {
+    for (const std::vector<int32_t>& hosts : Layouts(n)) {
+      std::unique_ptr<ops::HierarchicalBackend> backend = Build(*controller, hosts);
+      CHECK(backend != nullptr);
+      if (backend == nullptr) continue;
+      for (int round = 0; round < 6; ++round) {
+        std::vector<int64_t> blocks(n);
+        int64_t total = 0, offset = 0;
+        for (int r = 0; r < n; ++r) {
+          // Zeros on some ranks, up to 300 KB (several UCX pieces) on others.
+          blocks[r] = (round + r) % 3 == 0 ? 0 : ((r + 1) * 7919 * (round + 1)) % 300000;
+          if (r == rank) offset = total;
+          total += blocks[r];
+        }
+        std::vector<std::byte> mine(static_cast<size_t>(blocks[rank]));
+        for (size_t i = 0; i < mine.size(); ++i) mine[i] = static_cast<std::byte>(rank + i * 7);
+        std::vector<std::byte> flat(static_cast<size_t>(total)), hier(static_cast<size_t>(total));
+        backend->set_modes({false, false});
+        CHECK(backend->Allgatherv(mine.data(), flat.data(), blocks).ok());
+        backend->set_modes({false, true});
+        const bool in_place = round % 2 == 1;
+        if (in_place && !mine.empty()) std::memcpy(hier.data() + offset, mine.data(), mine.size());
+        CHECK(
+            backend->Allgatherv(in_place ? hier.data() + offset : mine.data(), hier.data(), blocks)
+                .ok());
+        INFO(controller->name() << ", round " << round);
+        CHECK(hier == flat);
+      }
+      CHECK(backend->counters().hierarchical_allgathers > 0);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace chorus
