@@ -233,9 +233,14 @@ void BackgroundLoop::StartAutotune() {
 }
 
 bool BackgroundLoop::HierarchicalAllreduceApplies() const {
-  // Not yet a knob of the search: the loop does not hand the tuned value to the hierarchical
-  // data plane's per-batch modes in a tested way yet.
-  return false;
+  // Hierarchical allreduce joins the search (Knob::kHierarchical, runtime/autotune/knob_space.h)
+  // where the world's layout lets it run: the condition AddProcessSet uses to give the global
+  // set a HierarchicalBackend (several hosts, several ranks on each, the same number on every
+  // one). Its data planes read SharedConfig::hierarchical_allreduce per batch (Note [Hierarchy
+  // per batch]), on the CPU and the GPU.
+  std::vector<int32_t> world(static_cast<size_t>(topology_.size));
+  for (int32_t r = 0; r < topology_.size; ++r) world[static_cast<size_t>(r)] = r;
+  return PlanHierarchyOf(world).kind == ops::HierarchyPlan::Kind::kHierarchical;
 }
 
 void BackgroundLoop::ApplyTuned(const TunedParameters& p) {
@@ -755,8 +760,18 @@ absl::Status BackgroundLoop::ExecuteResponse(const Response& response) {
   }
   if (response.device != kCpuDevice) return LaunchOnGpu(response, set->second, entries);
   std::vector<OpResult> results;
+  ops::HierarchicalBackend* hierarchy = set->second.hierarchy;
+  const ops::HierarchicalBackend::Counters before =
+      hierarchy != nullptr ? hierarchy->counters() : ops::HierarchicalBackend::Counters();
   absl::Status status =
       executor_->Execute(response, entries, *set->second.backend, &results, tracer_.spans());
+  if (hierarchy != nullptr) {
+    const ops::HierarchicalBackend::Counters& after = hierarchy->counters();
+    counters_.hierarchical_allreduces.fetch_add(
+        after.hierarchical_allreduces - before.hierarchical_allreduces, std::memory_order_relaxed);
+    counters_.flat_allreduces.fetch_add(after.flat_allreduces - before.flat_allreduces,
+                                        std::memory_order_relaxed);
+  }
   // The executor leaves pending_ alone, so `found` is still valid; a response names a tensor
   // once (an entry is either cached or sent to the coordinator, never both), so no iterator
   // is taken twice.

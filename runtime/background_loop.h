@@ -107,6 +107,11 @@ class BackgroundLoop {
     std::atomic<int64_t> cycles{0};
     std::atomic<int64_t> negotiation_rounds{0};  // cycles that gathered requests on rank 0
     std::atomic<int64_t> cache_hits{0};          // tensors made ready by the bit vector alone
+    // Allreduce calls (each piece of a CPU batch) of process sets whose layout allows the
+    // hierarchical algorithm, by the algorithm HierarchicalBackend ran; published after each
+    // batch, before its ops complete. Calls of sets that can only run flat are not counted.
+    std::atomic<int64_t> hierarchical_allreduces{0};
+    std::atomic<int64_t> flat_allreduces{0};
   };
   const Counters& counters() const { return counters_; }
   // Autotune's parameters of this world, each with the cycle it took effect in (empty when rank
@@ -266,7 +271,7 @@ class BackgroundLoop {
   std::vector<std::pair<Handle, OpResult>> completed_handles_;
   CycleTracer tracer_;
   AutotuneMemory* autotune_memory_;
-  std::unique_ptr<Autotuner> autotuner_;  // when rank 0 autotunes; set by the handshake
+  std::unique_ptr<Autotuner> autotuner_;       // when rank 0 autotunes; set by the handshake
   std::unique_ptr<AutotuneLog> autotune_log_;  // rank 0, between OpenAutotuneLog and StartAutotune
 };
 

@@ -6,7 +6,8 @@
 // In one world (one loop):
 //   handshake  rank 0 offers the point this world starts from (StartPoint: the best point of the
 //              last search this process took part in, else its configured values) in the shared
-//              config; every rank starts there and makes an Autotuner.
+//              config; once the hosts are known (whether the hierarchical knob applies), every
+//              rank makes an Autotuner and starts there, conformed to the world's knobs.
 //   each cycle rank 0, after executing the cycle's responses, hands them to AfterCycle: the step
 //              sampler (runtime/autotune/step_sampler.h) completes a sample now and then, the
 //              parameter manager (runtime/autotune/parameter_manager.h) scores it and may decide

@@ -14,9 +14,9 @@
 // The byte knobs act through fusion planning and the executor (runtime/fusion_planner.h,
 // runtime/executor.h), the cycle time through the loop's batching window
 // (runtime/cycle_policy.h); hierarchical allreduce through SharedConfig::hierarchical_allreduce,
-// which a data plane that can run a hierarchical allreduce reads per batch. Whether it applies
-// (several hosts with several ranks each, a data plane that has the algorithm) is the caller's
-// to say: the knob is then one more dimension of the search, and absent otherwise.
+// which the loop hands to each hierarchical set's backend per batch. Whether it applies (the
+// world's layout lets it run: BackgroundLoop::HierarchicalAllreduceApplies) is the caller's to
+// say: the knob is then one more dimension of the search, and absent otherwise.
 //
 // Thread-safety: a plain value (thread-compatible); the functions are pure.
 #ifndef CHORUS_RUNTIME_AUTOTUNE_KNOB_SPACE_H_

@@ -1,7 +1,10 @@
 // Autotune in the real background loop (runtime/autotune/autotuner.h), with simulated ranks as
 // threads over in-process fabrics: rank 0's decisions take effect in the same cycle on every
 // rank, the results stay right while the parameters change, and a re-formed world resumes the
-// search from the last best point, whichever survivor becomes its rank 0.
+// search from the last best point, whichever survivor becomes its rank 0. On simulated hosts
+// where hierarchical allreduce can run, the knob joins the search and each switch changes the
+// algorithm the ranks' allreduces actually run (HierarchicalBackend's calls, as the loop counts
+// them), with results still exact.
 #include <latch>
 #include <mutex>
 #include <string>
@@ -165,6 +168,182 @@ TEST_CASE("autotune: every rank switches in the same cycle and ends with rank 0'
   // Every rank switched in the same cycles to the same parameters.
   for (int r = 1; r < kRanks; ++r) INFO("rank " << r << ":" << Describe(histories[r]));
   CHECK(SameHistories(histories));
+}
+
+// One training step of the hierarchical test: what the rank saw around it.
+struct StepRecord {
+  int64_t first_cycle = 0;   // the loop's cycle count before the step's first submission
+  int64_t end_cycle = 0;     // after its last completion
+  int64_t hierarchical = 0;  // allreduce calls run hierarchically during the step
+  int64_t flat = 0;          // and flat
+};
+
+// Training steps of five gradients, each of at least 2 elements (so that every piece reaches
+// both members of a host: HierarchicalBackend runs a piece shorter than that flat whatever the
+// mode), until rank 0's search is done, then `after` more steps; every result is checked. The
+// algorithm counts are read between a step's first submission and its last completion, while
+// nothing else is in flight (the "stop" allreduce comes after).
+std::vector<StepRecord> TrainRecordingAlgorithms(Runtime& rt, Failures& f, int who, int max_steps,
+                                                 int after) {
+  const Topology t = rt.topology();
+  const int64_t sizes[] = {2, 300, 5000, 70000, 300000};
+  const BackgroundLoop::Counters& counters = rt.TEST_counters();
+  std::vector<StepRecord> records;
+  int remaining = -1;  // steps left after the search ended
+  for (int step = 0; step < max_steps && remaining != 0; ++step) {
+    if (remaining > 0) --remaining;
+    StepRecord record;
+    record.first_cycle = counters.cycles.load();
+    const int64_t h0 = counters.hierarchical_allreduces.load();
+    const int64_t f0 = counters.flat_allreduces.load();
+    std::vector<std::vector<float>> grads;
+    for (int64_t n : sizes) grads.emplace_back(n, static_cast<float>(t.rank + 1 + step));
+    std::vector<Handle> handles;
+    for (size_t g = 0; g < grads.size(); ++g) {
+      absl::StatusOr<Handle> h = rt.Enqueue(Sum(absl::StrCat("grad.", g), grads[g]));
+      f.Check(h.ok(), who, h.status().ToString());
+      if (!h.ok()) return records;
+      handles.push_back(*h);
+    }
+    const float expected = static_cast<float>(t.size * (t.size + 1) / 2 + t.size * step);
+    for (size_t g = 0; g < grads.size(); ++g) {
+      const absl::Status done = rt.Wait(handles[g]);
+      f.Check(done.ok(), who, absl::StrCat("grad.", g, ": ", done.ToString()));
+      if (!done.ok()) return records;
+      bool right = true;
+      for (float v : grads[g]) right = right && v == expected;
+      f.Check(right, who, absl::StrCat("step ", step, " grad.", g, " is not ", expected));
+      if (!right) return records;
+    }
+    record.end_cycle = counters.cycles.load();
+    record.hierarchical = counters.hierarchical_allreduces.load() - h0;
+    record.flat = counters.flat_allreduces.load() - f0;
+    records.push_back(record);
+    const std::vector<Autotuner::Switch> history = rt.TEST_autotune_history();
+    std::vector<float> stop = {t.rank == 0 && !history.empty() && history.back().done ? 1.f : 0.f};
+    absl::StatusOr<Handle> h = rt.Enqueue(Sum("stop", stop));
+    if (!h.ok() || !rt.Wait(*h).ok()) {
+      f.Check(false, who, "the stop allreduce failed");
+      return records;
+    }
+    if (stop[0] > 0 && remaining < 0) remaining = after;
+  }
+  f.Check(remaining == 0, who, absl::StrCat("the search did not end in ", max_steps, " steps"));
+  return records;
+}
+
+TEST_CASE(
+    "autotune: on 2 hosts x 2 ranks, hierarchical allreduce is a knob and each switch "
+    "changes the algorithm the allreduces run",
+    "[runtime][autotune][hierarchical]") {
+  constexpr int kRanks = 4;
+  testing::InProcessFabric fabric(kRanks, {0, 0, 1, 1});
+  Config config = AutotuneConfig(int64_t{64} << 20);
+  config.autotune_bayes_opt_max_samples = 6;
+  config.hierarchical_allreduce = false;  // the start
+  Failures f;
+  std::vector<std::vector<Autotuner::Switch>> histories(kRanks);
+  std::vector<std::vector<StepRecord>> records(kRanks);
+  std::latch done(kRanks);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kRanks; ++r) {
+    threads.emplace_back([&, r] {
+      absl::StatusOr<std::unique_ptr<Runtime>> rt =
+          Runtime::Create(config, fabric.CreateController(r));
+      f.Check(rt.ok(), r, rt.status().ToString());
+      if (!rt.ok()) {
+        done.count_down();
+        return;
+      }
+      records[r] = TrainRecordingAlgorithms(**rt, f, r, 600, /*after=*/3);
+      histories[r] = (*rt)->TEST_autotune_history();
+      done.arrive_and_wait();
+      (*rt)->Shutdown();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  f.Report();
+
+  INFO("rank 0's history:" << Describe(histories[0]));
+  REQUIRE(histories[0].size() == 7);  // the start and one switch per sample
+  CHECK(SameHistories(histories));
+  // The knob is part of every point, and the search tried both values.
+  bool tried[2] = {false, false};
+  for (const Autotuner::Switch& s : histories[0]) {
+    REQUIRE(s.parameters.hierarchical_allreduce.has_value());
+    tried[*s.parameters.hierarchical_allreduce ? 1 : 0] = true;
+  }
+  CHECK(histories[0][0].parameters.hierarchical_allreduce == false);
+  CHECK(tried[1]);
+
+  // Every step that ran wholly under one point ran the algorithm of that point, on every rank:
+  // all its allreduces hierarchical when on, all flat when off. A step that spans a switch (the
+  // switch's cycle between the cycle before its first submission and its last completion) is
+  // left out.
+  int checked[2] = {0, 0};
+  for (int r = 0; r < kRanks; ++r) {
+    for (size_t i = 0; i < records[r].size(); ++i) {
+      const StepRecord& s = records[r][i];
+      const Autotuner::Switch* in_force = &histories[r][0];
+      bool spans = false;
+      for (const Autotuner::Switch& sw : histories[r]) {
+        if (sw.cycle < 0) continue;
+        if (sw.cycle >= s.first_cycle - 1 && sw.cycle <= s.end_cycle) spans = true;
+        if (sw.cycle < s.first_cycle - 1) in_force = &sw;
+      }
+      if (spans) continue;
+      const bool on = *in_force->parameters.hierarchical_allreduce;
+      INFO("rank " << r << " step " << i << " (cycles " << s.first_cycle << ".." << s.end_cycle
+                   << ") under " << DescribeParameters(in_force->parameters) << ": "
+                   << s.hierarchical << " hierarchical, " << s.flat << " flat allreduces");
+      if (on) {
+        CHECK(s.hierarchical > 0);
+        CHECK(s.flat == 0);
+      } else {
+        CHECK(s.hierarchical == 0);
+        CHECK(s.flat > 0);
+      }
+      ++checked[on ? 1 : 0];
+    }
+  }
+  // Both algorithms were seen under their points, and the choice held after the search.
+  CHECK(checked[0] > 0);
+  CHECK(checked[1] > 0);
+}
+
+TEST_CASE("autotune: hosts with different numbers of ranks leave hierarchical allreduce out",
+          "[runtime][autotune][hierarchical]") {
+  constexpr int kRanks = 3;
+  testing::InProcessFabric fabric(kRanks, {0, 0, 1});
+  Config config = AutotuneConfig(int64_t{64} << 20);
+  config.hierarchical_allreduce = true;  // asked for, but this layout cannot run it
+  Failures f;
+  std::vector<std::vector<Autotuner::Switch>> histories(kRanks);
+  std::latch done(kRanks);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kRanks; ++r) {
+    threads.emplace_back([&, r] {
+      absl::StatusOr<std::unique_ptr<Runtime>> rt =
+          Runtime::Create(config, fabric.CreateController(r));
+      f.Check(rt.ok(), r, rt.status().ToString());
+      if (!rt.ok()) {
+        done.count_down();
+        return;
+      }
+      TrainUntilTuned(**rt, f, r, 400);
+      histories[r] = (*rt)->TEST_autotune_history();
+      done.arrive_and_wait();
+      (*rt)->Shutdown();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  f.Report();
+  INFO("rank 0's history:" << Describe(histories[0]));
+  REQUIRE(histories[0].size() == 5);
+  CHECK(SameHistories(histories));
+  for (const Autotuner::Switch& s : histories[0]) {
+    CHECK_FALSE(s.parameters.hierarchical_allreduce.has_value());
+  }
 }
 
 TEST_CASE("autotune resumes in a re-formed world from the last best point", "[runtime][autotune]") {
