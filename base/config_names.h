@@ -28,6 +28,12 @@ inline constexpr char kStallCheckTimeSeconds[] = "CHORUS_STALL_CHECK_TIME_SECOND
 inline constexpr char kStallShutdownTimeSeconds[] = "CHORUS_STALL_SHUTDOWN_TIME_SECONDS";
 inline constexpr char kLogLevel[] = "CHORUS_LOG_LEVEL";
 inline constexpr char kLogHideTime[] = "CHORUS_LOG_HIDE_TIME";
+inline constexpr char kAutotune[] = "CHORUS_AUTOTUNE";
+inline constexpr char kAutotuneLog[] = "CHORUS_AUTOTUNE_LOG";
+inline constexpr char kAutotuneWarmupSamples[] = "CHORUS_AUTOTUNE_WARMUP_SAMPLES";
+inline constexpr char kAutotuneStepsPerSample[] = "CHORUS_AUTOTUNE_STEPS_PER_SAMPLE";
+inline constexpr char kAutotuneBayesOptMaxSamples[] = "CHORUS_AUTOTUNE_BAYES_OPT_MAX_SAMPLES";
+inline constexpr char kAutotuneGaussianProcessNoise[] = "CHORUS_AUTOTUNE_GAUSSIAN_PROCESS_NOISE";
 
 // A worker's place in an MPI-less job.
 inline constexpr char kRank[] = "CHORUS_RANK";

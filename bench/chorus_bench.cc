@@ -5,6 +5,9 @@
 //   mpirun -np N chorus_bench steps --tensor-set resnet50|bert-base|tiny1000 [--steps N]
 //                                   [--warmup N] [--inplace-chunk-sweep] [--timeline FILE]
 //                                   [--json FILE]
+//   mpirun -np N chorus_bench autotune --tensor-set resnet50|... [--compute-ms MS]
+//                                   [--warmup-samples N] [--steps-per-sample N] [--max-samples N]
+//                                   [--grid-steps N] [--rounds N] [--steps N] [--json FILE]
 //
 // Initialises MPI itself (MPI_THREAD_MULTIPLE) before chorus, so chorus runs on the existing
 // MPI and the raw baselines can use MPI_COMM_WORLD from this thread while no chorus op is in
@@ -22,6 +25,7 @@
 #include "absl/status/statusor.h"
 #include <mpi.h>
 
+#include "bench/autotune_bench.h"
 #include "bench/measure.h"
 #include "bench/steps.h"
 #include "bench/sweep.h"
@@ -37,8 +41,10 @@ namespace {
 struct Args {
   SweepOptions sweep;
   StepsOptions steps;
+  AutotuneBenchOptions autotune;
   std::string json_path;
   bool run_sweep = false;
+  bool run_autotune = false;
 };
 
 std::map<std::string, OpType> SweepOps() {
@@ -124,6 +130,48 @@ int ParseArgs(int argc, char** argv, bool verbose, Args& args) {
       "Also time chorus on the UCX controller (the MPI-less data plane), re-initialised "
       "before each such step: UCX against MPI in the same run");
 
+  CLI::App* autotune = app.add_subcommand(
+      "autotune", "Autotune against the defaults and a grid over the same knobs (training steps)");
+  AutotuneBenchOptions& at = args.autotune;
+  autotune->add_option("--tensor-set", at.tensor_set, "Tensor set")
+      ->check(CLI::IsMember(TensorSetNames()))
+      ->capture_default_str();
+  autotune->add_option("--compute-ms", at.compute_ms, "Simulated compute per step (ms)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  autotune->add_option("--warmup-samples", at.warmup_samples, "CHORUS_AUTOTUNE_WARMUP_SAMPLES")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  autotune
+      ->add_option("--steps-per-sample", at.steps_per_sample, "CHORUS_AUTOTUNE_STEPS_PER_SAMPLE")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  autotune->add_option("--max-samples", at.max_samples, "CHORUS_AUTOTUNE_BAYES_OPT_MAX_SAMPLES")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  autotune->add_option("--grid-steps", at.grid_steps, "Timed steps per grid point")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  autotune->add_option("--grid-warmup", at.grid_warmup, "Untimed steps per grid point")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  autotune->add_option("--grid-finalists", at.grid_finalists, "Grid points in the comparison")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  autotune->add_option("--rounds", at.rounds, "Rounds of the comparison")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  autotune->add_option("--steps", at.steps, "Timed steps per configuration and round")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  autotune->add_option("--warmup", at.warmup, "Untimed steps per configuration and round")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  autotune->add_option("--autotune-log", at.log_path, "Keep the search's autotune log in FILE")
+      ->type_name("FILE");
+  autotune->add_option("--json", args.json_path, "Also write the results to FILE as JSON")
+      ->type_name("FILE");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -132,6 +180,7 @@ int ParseArgs(int argc, char** argv, bool verbose, Args& args) {
     return code == 0 ? 0 : 2;
   }
   args.run_sweep = sweep->parsed();
+  args.run_autotune = autotune->parsed();
   if (args.run_sweep && so.max_bytes < so.min_bytes) {
     if (verbose) std::fprintf(stderr, "chorus_bench sweep: --maxbytes is below --minbytes\n");
     return 2;
@@ -148,15 +197,16 @@ int Run(int argc, char** argv) {
   if (int rc = ParseArgs(argc, argv, rank == 0, args); rc >= 0) return rc;
 
   // start_timeline needs CHORUS_TIMELINE at init, as in Horovod.
-  if (!args.run_sweep && !args.steps.timeline_path.empty()) {
+  if (!args.run_sweep && !args.run_autotune && !args.steps.timeline_path.empty()) {
     ::setenv("CHORUS_TIMELINE", "DYNAMIC", /*overwrite=*/0);
   }
   if (absl::Status st = Init(); !st.ok()) {
     std::fprintf(stderr, "chorus_bench: rank %d: chorus::Init: %s\n", rank, st.ToString().c_str());
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
-  absl::StatusOr<nlohmann::json> result =
-      args.run_sweep ? RunSweep(args.sweep) : RunSteps(args.steps);
+  absl::StatusOr<nlohmann::json> result = args.run_sweep      ? RunSweep(args.sweep)
+                                          : args.run_autotune ? RunAutotuneBench(args.autotune)
+                                                              : RunSteps(args.steps);
   if (!result.ok()) {
     // Only DataLoss is reached by every rank alike (see sweep.h, steps.h).
     if (result.status().code() != absl::StatusCode::kDataLoss) {

@@ -19,6 +19,7 @@
 
 #include "base/status_macros.h"
 #include "bench/measure.h"
+#include "bench/step_bench.h"
 #include "bench/tensor_sets.h"
 #include "chorus/chorus.h"
 #include "chorus/types.h"
@@ -31,12 +32,6 @@ namespace {
 constexpr int64_t kMiB = int64_t{1} << 20;
 constexpr int64_t kChunkSizes[] = {1 * kMiB, 2 * kMiB, 4 * kMiB, 8 * kMiB, 16 * kMiB, 32 * kMiB};
 
-// A pseudo-random integer in [0, 64) for global element index `g`: distinct tensors and
-// offsets get distinct patterns, so a result routed to the wrong place is caught.
-float Pattern(int64_t g) {
-  return static_cast<float>(((static_cast<uint64_t>(g) * 2654435761u) >> 16) % 64);
-}
-
 // One timed configuration.
 struct Config {
   std::string key;    // stable id for JSON: "chorus", "raw_single", "raw_per_tensor", ...
@@ -47,131 +42,6 @@ struct Config {
   // Untimed, around each timed run (may be null).
   std::function<absl::Status()> before;
   std::function<absl::Status()> after;
-};
-
-// The tensor set, chorus's per-tensor gradient buffers and the raw baselines' contiguous
-// buffer. Main thread only.
-class StepBench {
- public:
-  StepBench(std::vector<TensorSpec> tensors, int rank, int ranks)
-      : tensors_(std::move(tensors)), rank_(rank), ranks_(ranks) {
-    int64_t offset = 0;
-    for (const TensorSpec& t : tensors_) {
-      offsets_.push_back(offset);
-      grads_.emplace_back(static_cast<size_t>(t.num_elements()));
-      offset += t.num_elements();
-    }
-    total_ = offset;
-    flat_.resize(static_cast<size_t>(total_));
-    handles_.reserve(tensors_.size());
-  }
-
-  const std::vector<TensorSpec>& tensors() const { return tensors_; }
-  int64_t total_elements() const { return total_; }
-
-  // Enqueues every tensor's Average allreduce, last tensor first, then releases them all.
-  absl::Status ChorusStep() {
-    handles_.clear();
-    for (size_t k = tensors_.size(); k-- > 0;) {
-      OpRequest req;
-      req.type = OpType::kAllreduce;
-      req.name = tensors_[k].name;
-      req.input = {grads_[k].data(), DataType::kFloat32, tensors_[k].shape};
-      req.reduce_op = ReduceOp::kAverage;
-      CHORUS_ASSIGN_OR_RETURN(Handle handle, Enqueue(std::move(req)));
-      handles_.push_back(handle);
-    }
-    for (Handle handle : handles_) {
-      CHORUS_ASSIGN_OR_RETURN(OpResult result, Release(handle));
-      CHORUS_RETURN_IF_ERROR(result.status);
-    }
-    return absl::OkStatus();
-  }
-
-  // (a)
-  absl::Status RawSingle() { return RawAllreduce(0, total_); }
-
-  // (b)
-  absl::Status RawPerTensor() {
-    for (size_t k = tensors_.size(); k-- > 0;) {
-      CHORUS_RETURN_IF_ERROR(RawAllreduce(offsets_[k], tensors_[k].num_elements()));
-    }
-    return absl::OkStatus();
-  }
-
-  // (c)
-  absl::Status RawChunked(int64_t chunk_bytes) {
-    const int64_t chunk = chunk_bytes / static_cast<int64_t>(sizeof(float));
-    for (int64_t begin = 0; begin < total_; begin += chunk) {
-      CHORUS_RETURN_IF_ERROR(RawAllreduce(begin, std::min(chunk, total_ - begin)));
-    }
-    return absl::OkStatus();
-  }
-
-  void FillChorus() {
-    for (size_t k = 0; k < grads_.size(); ++k) {
-      for (size_t i = 0; i < grads_[k].size(); ++i) {
-        grads_[k][i] = Pattern(offsets_[k] + static_cast<int64_t>(i)) + static_cast<float>(rank_);
-      }
-    }
-  }
-
-  void FillRaw() {
-    for (int64_t g = 0; g < total_; ++g) {
-      flat_[static_cast<size_t>(g)] = Pattern(g) + static_cast<float>(rank_);
-    }
-  }
-
-  // Zeroes the raw buffer: repeated in-place sums of zeros never overflow.
-  void ClearRaw() { std::fill(flat_.begin(), flat_.end(), 0.0f); }
-
-  // Checks chorus's buffers against the average of FillChorus over all ranks; on a mismatch
-  // sets `*error` to the first one.
-  bool CheckChorus(std::string* error) const {
-    const double rank_mean = (ranks_ - 1) / 2.0;
-    for (size_t k = 0; k < grads_.size(); ++k) {
-      for (size_t i = 0; i < grads_[k].size(); ++i) {
-        const double want = Pattern(offsets_[k] + static_cast<int64_t>(i)) + rank_mean;
-        const double got = grads_[k][i];
-        if (std::abs(got - want) > 1e-5 * std::max(1.0, std::abs(want))) {
-          *error = absl::StrCat(tensors_[k].name, "[", i, "] = ", got, ", expected ", want);
-          return false;
-        }
-      }
-    }
-    return true;
-  }
-
-  // Checks the raw buffer against the sum of FillRaw over all ranks (exact: small integers).
-  bool CheckRaw(std::string* error) const {
-    const double rank_sum = ranks_ * (ranks_ - 1) / 2.0;
-    for (int64_t g = 0; g < total_; ++g) {
-      const double want = ranks_ * static_cast<double>(Pattern(g)) + rank_sum;
-      const double got = flat_[static_cast<size_t>(g)];
-      if (got != want) {
-        *error = absl::StrCat("element ", g, " = ", got, ", expected ", want);
-        return false;
-      }
-    }
-    return true;
-  }
-
- private:
-  absl::Status RawAllreduce(int64_t offset, int64_t count) {
-    CHORUS_MPI_RETURN_IF_ERROR(MPI_Allreduce(MPI_IN_PLACE, flat_.data() + offset,
-                                             static_cast<int>(count), MPI_FLOAT, MPI_SUM,
-                                             MPI_COMM_WORLD));
-    return absl::OkStatus();
-  }
-
-  const std::vector<TensorSpec> tensors_;
-  const int rank_;
-  const int ranks_;
-  std::vector<int64_t> offsets_;           // of each tensor in the flat buffer
-  int64_t total_ = 0;                      // elements
-  std::vector<std::vector<float>> grads_;  // chorus: one allocation per tensor
-  std::vector<float> flat_;                // raw MPI: one contiguous buffer
-  std::vector<Handle> handles_;            // of the chorus step in progress
 };
 
 // Shuts chorus down and starts it again on `controller` ("mpi" or "ucx"), then runs `warmup`

@@ -85,16 +85,21 @@ class Definitions {
     BoolPair("--hierarchical-allgather", "--no-hierarchical-allgather", &o->hierarchical_allgather,
              "Perform hierarchical allgather.");
 
-    BoolPair("--autotune", "--no-autotune", &o->autotune, "Autotune the parameters above.");
-    Optional("--autotune-log-file", &o->autotune_log_file, "Comma-separated log of trials.");
+    BoolPair("--autotune", "--no-autotune", &o->autotune,
+             "Autotune the fusion threshold, pipeline chunk size, in-place minimum and cycle "
+             "time for the most bytes reduced per second; the values above are the start.");
+    Optional("--autotune-log-file", &o->autotune_log_file,
+             "CSV file rank 0 writes one line per autotune sample to.");
     Optional("--autotune-warmup-samples", &o->autotune_warmup_samples,
              "Samples discarded before autotuning (default: 3).");
     Optional("--autotune-steps-per-sample", &o->autotune_steps_per_sample,
-             "Steps per autotune sample (default: 10).");
+             "Training steps per autotune sample (default: 10).");
     Optional("--autotune-bayes-opt-max-samples", &o->autotune_bayes_opt_max_samples,
-             "Maximum samples per Bayesian optimization (default: 20).");
+             "Samples of the Bayesian optimization, the start included; then the best is kept "
+             "(default: 20).");
     Optional("--autotune-gaussian-process-noise", &o->autotune_gaussian_process_noise,
-             "Regularization value in [0, 1] (default: 0.8).");
+             "Largest noise of the Gaussian process, relative to the variance of the scores, "
+             "in [0, 1] (default: 0.8).");
 
     Elastic("--min-np,--min-num-proc", &o->elastic.min_np,
             "Minimum number of processes (elastic; default: -np).");
@@ -265,6 +270,12 @@ absl::Status NonNegative(const std::optional<T>& v, absl::string_view flag) {
   return CheckRange(*v >= 0, flag, absl::StrCat(*v), "a value >= 0");
 }
 
+template <typename T>
+absl::Status Positive(const std::optional<T>& v, absl::string_view flag) {
+  if (!v) return absl::OkStatus();
+  return CheckRange(*v >= 1, flag, absl::StrCat(*v), "a value >= 1");
+}
+
 // The elastic flags: each value in range, and min <= np <= max, MIN <= MAX.
 absl::Status ValidateElastic(const LaunchOptions& o) {
   const LaunchOptions::Elastic& e = o.elastic;
@@ -319,14 +330,6 @@ absl::Status RefuseUnsupported(const LaunchOptions& o) {
         "--mpi-threads-disable is not supported: chorus calls MPI from its background thread "
         "and its progress watchdog, not only from the thread that initialised MPI, so it needs "
         "MPI_THREAD_MULTIPLE");
-  }
-  if (o.autotune.value_or(false) || o.autotune_log_file || o.autotune_warmup_samples ||
-      o.autotune_steps_per_sample || o.autotune_bayes_opt_max_samples ||
-      o.autotune_gaussian_process_noise) {
-    return absl::InvalidArgumentError(
-        "--autotune and its --autotune-* options are not supported yet: set the fusion "
-        "threshold, cycle time and pipeline chunk size by hand (--fusion-threshold-mb, "
-        "--cycle-time-ms, CHORUS_PIPELINE_CHUNK_BYTES)");
   }
   return absl::OkStatus();
 }
@@ -387,8 +390,8 @@ absl::Status Validate(const LaunchOptions& o) {
   }
   for (absl::Status s : {
            NonNegative(o.autotune_warmup_samples, "--autotune-warmup-samples"),
-           NonNegative(o.autotune_steps_per_sample, "--autotune-steps-per-sample"),
-           NonNegative(o.autotune_bayes_opt_max_samples, "--autotune-bayes-opt-max-samples"),
+           Positive(o.autotune_steps_per_sample, "--autotune-steps-per-sample"),
+           Positive(o.autotune_bayes_opt_max_samples, "--autotune-bayes-opt-max-samples"),
            NonNegative(o.stall_check_warning_time_seconds, "--stall-check-warning-time-seconds"),
            NonNegative(o.stall_check_shutdown_time_seconds, "--stall-check-shutdown-time-seconds"),
            NonNegative(o.num_nccl_streams, "--num-nccl-streams"),

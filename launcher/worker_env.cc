@@ -56,7 +56,13 @@ std::vector<EnvVar> WorkerEnvironment(const LaunchOptions& o) {
   // Both forms travel: --no-hierarchical-* overrides a variable the caller's environment has.
   b.Add(config_names::kHierarchicalAllreduce, o.hierarchical_allreduce);
   b.Add(config_names::kHierarchicalAllgather, o.hierarchical_allgather);
-  // --autotune* and --mpi-threads-disable are refused (launcher/args.cc).
+  b.Add(config_names::kAutotune, o.autotune);
+  b.Add(config_names::kAutotuneLog, o.autotune_log_file);
+  b.Add(config_names::kAutotuneWarmupSamples, o.autotune_warmup_samples);
+  b.Add(config_names::kAutotuneStepsPerSample, o.autotune_steps_per_sample);
+  b.Add(config_names::kAutotuneBayesOptMaxSamples, o.autotune_bayes_opt_max_samples);
+  b.Add(config_names::kAutotuneGaussianProcessNoise, o.autotune_gaussian_process_noise);
+  // --mpi-threads-disable is refused (launcher/args.cc).
   // The timeline details only travel with a timeline file.
   if (o.timeline_filename) {
     b.Add(config_names::kTimeline, o.timeline_filename);

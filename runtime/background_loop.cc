@@ -24,7 +24,8 @@ BackgroundLoop::BackgroundLoop(Config config, std::unique_ptr<Controller> contro
                                SubmissionQueue* queue, EntryPool* entry_pool,
                                ProcessSetRegistry* registry, HandleTable* handles,
                                timeline::Timeline* timeline,
-                               std::shared_ptr<ops::gpu::GpuPlatform> gpu_platform)
+                               std::shared_ptr<ops::gpu::GpuPlatform> gpu_platform,
+                               AutotuneMemory* autotune_memory)
     : config_(std::move(config)),
       controller_(std::move(controller)),
       topology_(controller_->topology()),
@@ -35,7 +36,8 @@ BackgroundLoop::BackgroundLoop(Config config, std::unique_ptr<Controller> contro
       timeline_(timeline),
       gpu_platform_(std::move(gpu_platform)),
       stall_policy_(StallPolicyFor(config_)),
-      tracer_(timeline) {}
+      tracer_(timeline),
+      autotune_memory_(autotune_memory) {}
 
 BackgroundLoop::~BackgroundLoop() {
   if (thread_.joinable()) thread_.join();
@@ -119,6 +121,14 @@ absl::Status BackgroundLoop::Handshake(const std::vector<std::vector<int32_t>>& 
   mine.num_nccl_streams = config_.num_nccl_streams;
   mine.hierarchical_allreduce = config_.hierarchical_allreduce;
   mine.hierarchical_allgather = config_.hierarchical_allgather;
+  if (config_.autotune && topology_.rank == 0) {
+    // Whether the hierarchical knob applies is known once the hosts are (StartAutotune).
+    mine.autotune_start =
+        Autotuner::StartPoint(*autotune_memory_, CurrentParameters(mine, config_.cycle_time));
+    // An elastic job's generation, else the worlds this runtime has formed.
+    mine.autotune_generation =
+        config_.elastic ? config_.elastic_generation : autotune_memory_->worlds;
+  }
   std::string bytes = SerializeSharedConfig(mine);
   CHORUS_RETURN_IF_ERROR(controller_->BroadcastFromRoot(&bytes));
   // Init-time process sets must be the same everywhere: compare with rank 0's.
@@ -141,6 +151,7 @@ absl::Status BackgroundLoop::Handshake(const std::vector<std::vector<int32_t>>& 
                            topology_.rank, " speaks ", kProtocolVersion, ": mixed chorus versions");
   } else {
     shared_ = *parsed;
+    problem = OpenAutotuneLog();
   }
   if (problem.empty() && root_sets != my_sets) {
     problem = absl::StrCat("init-time process sets differ: rank 0 has ", root_sets, ", rank ",
@@ -181,6 +192,7 @@ absl::Status BackgroundLoop::Handshake(const std::vector<std::vector<int32_t>>& 
     coordinator_ = std::make_unique<Coordinator>(topology_.size, options);
   }
   CHORUS_RETURN_IF_ERROR(GatherPlaces());
+  StartAutotune();
   std::vector<int32_t> world(topology_.size);
   for (int32_t r = 0; r < topology_.size; ++r) world[r] = r;
   CHORUS_RETURN_IF_ERROR(AddProcessSet(kGlobalProcessSetId, world));
@@ -193,6 +205,63 @@ absl::Status BackgroundLoop::Handshake(const std::vector<std::vector<int32_t>>& 
     for (const std::string& line : config_.Describe()) CHORUS_LOG(INFO) << "config " << line;
   }
   return absl::OkStatus();
+}
+
+std::string BackgroundLoop::OpenAutotuneLog() {
+  const int64_t world = autotune_memory_->worlds++;
+  if (!shared_.autotune_start.has_value()) return "";
+  if (topology_.rank != 0 || config_.autotune_log.empty()) return "";
+  // A job's first world starts the file afresh; later ones (re-formed worlds, elastic
+  // generations, possibly with another process as rank 0) append to it.
+  absl::StatusOr<std::unique_ptr<AutotuneLog>> opened = AutotuneLog::Open(
+      config_.autotune_log, /*truncate=*/world == 0 && shared_.autotune_generation == 0);
+  if (!opened.ok()) return absl::StrCat("rank 0: ", opened.status().message());
+  autotune_log_ = *std::move(opened);
+  return "";
+}
+
+void BackgroundLoop::StartAutotune() {
+  // Rank 0 sent a starting point: it autotunes.
+  if (!shared_.autotune_start.has_value()) return;
+  const bool hierarchical = HierarchicalAllreduceApplies();
+  autotuner_ = std::make_unique<Autotuner>(config_, /*decides=*/topology_.rank == 0,
+                                           std::move(autotune_log_), shared_.autotune_generation,
+                                           hierarchical, autotune_memory_);
+  const TunedParameters start = KnobSpace(hierarchical).Conform(*shared_.autotune_start);
+  autotuner_->Start(start);
+  ApplyTuned(start);
+}
+
+bool BackgroundLoop::HierarchicalAllreduceApplies() const {
+  // Hierarchical allreduce joins the search (Knob::kHierarchical, runtime/autotune/knob_space.h)
+  // where the world's layout lets it run: the condition AddProcessSet uses to give the global
+  // set a HierarchicalBackend (several hosts, several ranks on each, the same number on every
+  // one). Its data planes read SharedConfig::hierarchical_allreduce per batch (Note [Hierarchy
+  // per batch]), on the CPU and the GPU.
+  std::vector<int32_t> world(static_cast<size_t>(topology_.size));
+  for (int32_t r = 0; r < topology_.size; ++r) world[static_cast<size_t>(r)] = r;
+  return PlanHierarchyOf(world).kind == ops::HierarchyPlan::Kind::kHierarchical;
+}
+
+void BackgroundLoop::ApplyTuned(const TunedParameters& p) {
+  shared_.fusion_threshold_bytes = p.fusion_threshold_bytes;
+  shared_.pipeline_chunk_bytes = p.pipeline_chunk_bytes;
+  shared_.inplace_min_bytes = p.inplace_min_bytes;
+  if (p.hierarchical_allreduce.has_value()) {
+    shared_.hierarchical_allreduce = *p.hierarchical_allreduce;
+  }
+  config_.cycle_time = p.cycle_time;
+  if (executor_ != nullptr) executor_->Reconfigure(shared_);
+}
+
+void BackgroundLoop::ApplyAutotune(const AutotuneUpdate& update, int64_t cycle) {
+  ApplyTuned(update.apply);
+  if (autotuner_ != nullptr) autotuner_->Applied(update, cycle);
+}
+
+std::vector<Autotuner::Switch> BackgroundLoop::autotune_history() const {
+  if (autotuner_ == nullptr) return {};
+  return autotuner_->history();
 }
 
 absl::Status BackgroundLoop::AgreeNoProblem(const std::string& problem,
@@ -397,7 +466,8 @@ void BackgroundLoop::Uncache(TensorEntry* entry) {
 
 absl::Status BackgroundLoop::RunCycle(bool* stop) {
   const absl::Time cycle_start = absl::Now();
-  timeline_->BeginCycle(counters_.cycles.fetch_add(1, std::memory_order_relaxed), cycle_start);
+  const int64_t cycle = counters_.cycles.fetch_add(1, std::memory_order_relaxed);
+  timeline_->BeginCycle(cycle, cycle_start);
 
   // 1. Take new submissions; expire cache waits; rank 0 reports stalls.
   std::vector<int32_t> invalid_bits;
@@ -411,14 +481,20 @@ absl::Status BackgroundLoop::RunCycle(bool* stop) {
 
   // 3. Negotiate the uncached requests with the coordinator, if any rank has some.
   ResponseList negotiated;
-  if (bits_.any(CacheBitVector::kUncached | CacheBitVector::kStallRound)) {
+  if (bits_.any(CacheBitVector::kUncached | CacheBitVector::kStallRound |
+                CacheBitVector::kAutotune)) {
     counters_.negotiation_rounds.fetch_add(1, std::memory_order_relaxed);
     CHORUS_RETURN_IF_ERROR(Negotiate(&negotiated));
   }
   const std::vector<std::optional<Request>> locals = LocalRequests(negotiated);
 
-  // 4. Plan fusion over both lists; execute each response; complete its entries.
+  // 4. Switch to rank 0's autotune parameters, if it sent some: every rank in this cycle.
+  // Plan fusion over both lists; execute each response; complete its entries.
+  if (negotiated.autotune.has_value()) ApplyAutotune(*negotiated.autotune, cycle);
   CHORUS_RETURN_IF_ERROR(PlanAndExecute(std::move(ready), negotiated));
+  if (autotuner_ != nullptr) {
+    autotuner_->AfterCycle(cycle_start, absl::MakeConstSpan(plan_.data(), planned_));
+  }
 
   // 5. Put the newly negotiated responses into the cache.
   UpdateCache(negotiated, locals);
@@ -461,6 +537,7 @@ absl::Status BackgroundLoop::ExchangeBits(const std::vector<int32_t>& invalid_bi
   if (pending_.size() > by_bit_.size()) flags |= CacheBitVector::kUncachedPending;
   if (stall_round) flags |= CacheBitVector::kStallRound;
   if (!gpu_failure.ok()) flags |= CacheBitVector::kGpuFailed;
+  if (autotuner_ != nullptr && autotuner_->has_update()) flags |= CacheBitVector::kAutotune;
   bits_.Begin(flags);
   for (const auto& [bit, entry] : by_bit_) bits_.Hold(bit);
   for (int32_t bit : invalid_bits) bits_.Invalidate(bit);
@@ -517,6 +594,7 @@ absl::Status BackgroundLoop::PlanAndExecute(std::vector<const Response*> ready,
   for (const Response& r : negotiated.responses) all.push_back(&r);
   const size_t planned = PlanFusionInto(
       all, shared_.fusion_threshold_bytes, [this](int32_t id) { return SetSize(id); }, &plan_);
+  planned_ = planned;
   for (size_t p = 0; p < planned; ++p) {
     const Response& response = plan_[p];
     tracer_.Start(response, [this](const std::string& name) -> const TensorEntry* {
@@ -565,7 +643,10 @@ absl::Status BackgroundLoop::Negotiate(ResponseList* out) {
     }
     ResponseList stop;
     stop.shutdown = true;
-    reply = SerializeResponseList(malformed ? stop : coordinator_->BuildResponses(now));
+    ResponseList built = malformed ? stop : coordinator_->BuildResponses(now);
+    // Rank 0's autotune decision travels with this cycle's responses (kAutotune).
+    if (!malformed && autotuner_ != nullptr) built.autotune = autotuner_->TakeUpdate();
+    reply = SerializeResponseList(built);
   }
   CHORUS_RETURN_IF_ERROR(controller_->BroadcastFromRoot(&reply));
   CHORUS_ASSIGN_OR_RETURN(*out, ParseResponseList(reply));
@@ -679,8 +760,18 @@ absl::Status BackgroundLoop::ExecuteResponse(const Response& response) {
   }
   if (response.device != kCpuDevice) return LaunchOnGpu(response, set->second, entries);
   std::vector<OpResult> results;
+  ops::HierarchicalBackend* hierarchy = set->second.hierarchy;
+  const ops::HierarchicalBackend::Counters before =
+      hierarchy != nullptr ? hierarchy->counters() : ops::HierarchicalBackend::Counters();
   absl::Status status =
       executor_->Execute(response, entries, *set->second.backend, &results, tracer_.spans());
+  if (hierarchy != nullptr) {
+    const ops::HierarchicalBackend::Counters& after = hierarchy->counters();
+    counters_.hierarchical_allreduces.fetch_add(
+        after.hierarchical_allreduces - before.hierarchical_allreduces, std::memory_order_relaxed);
+    counters_.flat_allreduces.fetch_add(after.flat_allreduces - before.flat_allreduces,
+                                        std::memory_order_relaxed);
+  }
   // The executor leaves pending_ alone, so `found` is still valid; a response names a tensor
   // once (an entry is either cached or sent to the coordinator, never both), so no iterator
   // is taken twice.

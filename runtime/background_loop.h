@@ -23,8 +23,10 @@
 //   3. Negotiate: only if some rank has uncached requests (or rank 0 must time out stalled
 //      ops), every rank sends its new requests to rank 0 (GatherToRoot); the Coordinator
 //      builds the response list; rank 0 broadcasts it (BroadcastFromRoot).
-//   4. Plan and execute: fuse the cached and negotiated responses; execute each; complete
-//      each entry's callback (PlanAndExecute). A response on GPU tensors is only launched
+//   4. Plan and execute: switch to the autotune parameters rank 0 sent with the responses, if
+//      any (ApplyAutotune); fuse the cached and negotiated responses; execute each; complete
+//      each entry's callback (PlanAndExecute); rank 0's autotuner takes the cycle's measure
+//      (runtime/autotune/autotuner.h). A response on GPU tensors is only launched
 //      (runtime/gpu/gpu_data_plane.h): its entries leave pending_ and complete later on the
 //      GPU completion thread.
 //   5. Update the cache with the newly negotiated responses (same order on every rank).
@@ -58,6 +60,7 @@
 
 #include "ops/gpu_platform.h"
 #include "ops/hierarchical/hierarchical_backend.h"
+#include "runtime/autotune/autotuner.h"
 #include "runtime/cache_bit_vector.h"
 #include "runtime/config.h"
 #include "runtime/controller.h"
@@ -79,11 +82,13 @@ namespace chorus::runtime {
 
 class BackgroundLoop {
  public:
-  // Borrows `queue`, `entry_pool` (where completed entries go), `registry`, `handles` and
-  // `timeline` (they outlive the loop). GPU tensors run on `gpu_platform` (ops/gpu_platform.h).
+  // Borrows `queue`, `entry_pool` (where completed entries go), `registry`, `handles`,
+  // `timeline` and `autotune_memory` (what autotune carries from one world to the next; they
+  // outlive the loop). GPU tensors run on `gpu_platform` (ops/gpu_platform.h).
   BackgroundLoop(Config config, std::unique_ptr<Controller> controller, SubmissionQueue* queue,
                  EntryPool* entry_pool, ProcessSetRegistry* registry, HandleTable* handles,
-                 timeline::Timeline* timeline, std::shared_ptr<ops::gpu::GpuPlatform> gpu_platform);
+                 timeline::Timeline* timeline, std::shared_ptr<ops::gpu::GpuPlatform> gpu_platform,
+                 AutotuneMemory* autotune_memory);
   // Joins the thread. REQUIRES: the queue was closed (the loop then stops).
   ~BackgroundLoop();
   BackgroundLoop(const BackgroundLoop&) = delete;
@@ -102,8 +107,16 @@ class BackgroundLoop {
     std::atomic<int64_t> cycles{0};
     std::atomic<int64_t> negotiation_rounds{0};  // cycles that gathered requests on rank 0
     std::atomic<int64_t> cache_hits{0};          // tensors made ready by the bit vector alone
+    // Allreduce calls (each piece of a CPU batch) of process sets whose layout allows the
+    // hierarchical algorithm, by the algorithm HierarchicalBackend ran; published after each
+    // batch, before its ops complete. Calls of sets that can only run flat are not counted.
+    std::atomic<int64_t> hierarchical_allreduces{0};
+    std::atomic<int64_t> flat_allreduces{0};
   };
   const Counters& counters() const { return counters_; }
+  // Autotune's parameters of this world, each with the cycle it took effect in (empty when rank
+  // 0 does not autotune). Thread-safe; for tests.
+  std::vector<Autotuner::Switch> autotune_history() const;
 
  private:
   struct ProcessSet {
@@ -121,6 +134,18 @@ class BackgroundLoop {
   // setting cannot be applied.
   void PinAsConfigured();
   absl::Status Handshake(const std::vector<std::vector<int32_t>>& process_sets);
+  // Handshake, after the shared config: counts the world; when rank 0 autotunes, rank 0 opens
+  // the autotune log (autotune_log_). The problem, if any.
+  std::string OpenAutotuneLog();
+  // Handshake, once the hosts are known (GatherPlaces) and before the process sets are made:
+  // when rank 0 autotunes, makes this world's autotuner, with the hierarchical knob where it
+  // applies, and switches to rank 0's start point (conformed to the world's knobs).
+  void StartAutotune();
+  // Whether hierarchical allreduce is a knob of this world's autotune search: the world can run
+  // it (the global set's plan is kHierarchical). The same on every rank (hosts_ is rank 0's).
+  bool HierarchicalAllreduceApplies() const;
+  // Runs the next responses with `p` (shared config, executor, cycle time).
+  void ApplyTuned(const TunedParameters& p);
   // OK on every rank if `problem` is empty on every rank; else an error on every rank (this
   // rank's problem, or `elsewhere`).
   absl::Status AgreeNoProblem(const std::string& problem, const std::string& elsewhere);
@@ -156,6 +181,8 @@ class BackgroundLoop {
   // Step 3. `locals[i]`: this rank's request for negotiated.responses[i] if it holds that single
   // tensor (what UpdateCache keeps for later lookups).
   std::vector<std::optional<Request>> LocalRequests(const ResponseList& negotiated) const;
+  // Step 4. Switches to rank 0's autotune decision, received in cycle `cycle`.
+  void ApplyAutotune(const AutotuneUpdate& update, int64_t cycle);
   // Step 4. Fuses `ready` then `negotiated` and executes the plan in order.
   absl::Status PlanAndExecute(std::vector<const Response*> ready, const ResponseList& negotiated);
   // The entry no longer waits on the cache: it will be sent to the coordinator.
@@ -229,6 +256,7 @@ class BackgroundLoop {
   // The fused responses of the cycle in progress, then spare buffers for the next cycles
   // (PlanFusionInto reuses their names and shapes).
   std::vector<Response> plan_;
+  size_t planned_ = 0;                   // the current plan's length
   const Response* executing_ = nullptr;  // the response ExecuteResponse runs, for DescribeWork
   std::vector<int32_t> joined_ranks_;    // as last broadcast by the coordinator
   TensorEntry* local_join_ = nullptr;    // this rank's pending join, if any (in pending_)
@@ -242,6 +270,9 @@ class BackgroundLoop {
   std::vector<OpResult> completed_results_;
   std::vector<std::pair<Handle, OpResult>> completed_handles_;
   CycleTracer tracer_;
+  AutotuneMemory* autotune_memory_;
+  std::unique_ptr<Autotuner> autotuner_;       // when rank 0 autotunes; set by the handshake
+  std::unique_ptr<AutotuneLog> autotune_log_;  // rank 0, between OpenAutotuneLog and StartAutotune
 };
 
 }  // namespace chorus::runtime

@@ -46,6 +46,7 @@ class CacheBitVector {
     kUncachedPending = 4,  // this rank has pending ops that are not cache hits
     kStallRound = 8,       // rank 0 wants a round to time out stalled ops
     kGpuFailed = 16,       // this rank's GPU data plane failed: all ranks stop
+    kAutotune = 32,        // rank 0 sends new autotune parameters with this cycle's responses
   };
 
   // `capacity`: the response cache's (bits 0 .. capacity-1); may be 0.

@@ -106,6 +106,7 @@ constexpr int64_t kInt64Max = INT64_MAX;
 constexpr int64_t kMinPipelineChunkBytes = 4096;
 constexpr int64_t kMaxCacheCapacity = int64_t{1} << 20;
 constexpr int64_t kMaxNcclStreams = 16;
+constexpr int64_t kMaxAutotuneSamples = 1 << 20;
 
 const Variable kVariables[] = {
     {config_names::kFusionThreshold,
@@ -230,6 +231,65 @@ const Variable kVariables[] = {
      "host (process sets with the same number of ranks on every host)",
      [](absl::string_view text, Config* c) { return ParseBool(text, &c->hierarchical_allgather); },
      [](const Config& c) { return FormatBool(c.hierarchical_allgather); }},
+    {config_names::kAutotune,
+     {"HOROVOD_AUTOTUNE", nullptr},
+     "expected a boolean (1/0, true/false, yes/no, on/off)",
+     "rank 0 tunes the fusion threshold, pipeline chunk, in-place minimum and cycle time",
+     [](absl::string_view text, Config* c) { return ParseBool(text, &c->autotune); },
+     [](const Config& c) { return FormatBool(c.autotune); }},
+    {config_names::kAutotuneLog,
+     {"HOROVOD_AUTOTUNE_LOG", nullptr},
+     "expected a file path",
+     "CSV file rank 0 appends one line per autotune sample to; empty: none",
+     [](absl::string_view text, Config* c) {
+       c->autotune_log = std::string(text);
+       return true;
+     },
+     [](const Config& c) { return c.autotune_log; }},
+    {config_names::kAutotuneWarmupSamples,
+     {"HOROVOD_AUTOTUNE_WARMUP_SAMPLES", nullptr},
+     "expected a non-negative integer number of samples",
+     "autotune samples discarded before the search",
+     [](absl::string_view text, Config* c) {
+       int64_t value = 0;
+       if (!ParseInt64(text, 0, kMaxAutotuneSamples, &value)) return false;
+       c->autotune_warmup_samples = static_cast<int32_t>(value);
+       return true;
+     },
+     [](const Config& c) { return absl::StrCat(c.autotune_warmup_samples); }},
+    {config_names::kAutotuneStepsPerSample,
+     {"HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", nullptr},
+     "expected a positive integer number of steps",
+     "training steps per autotune sample",
+     [](absl::string_view text, Config* c) {
+       int64_t value = 0;
+       if (!ParseInt64(text, 1, kMaxAutotuneSamples, &value)) return false;
+       c->autotune_steps_per_sample = static_cast<int32_t>(value);
+       return true;
+     },
+     [](const Config& c) { return absl::StrCat(c.autotune_steps_per_sample); }},
+    {config_names::kAutotuneBayesOptMaxSamples,
+     {"HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", nullptr},
+     "expected a positive integer number of samples",
+     "samples of autotune's Bayesian optimisation; then the best is kept",
+     [](absl::string_view text, Config* c) {
+       int64_t value = 0;
+       if (!ParseInt64(text, 1, kMaxAutotuneSamples, &value)) return false;
+       c->autotune_bayes_opt_max_samples = static_cast<int32_t>(value);
+       return true;
+     },
+     [](const Config& c) { return absl::StrCat(c.autotune_bayes_opt_max_samples); }},
+    {config_names::kAutotuneGaussianProcessNoise,
+     {"HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", nullptr},
+     "expected a number in [0, 1]",
+     "noise of autotune's Gaussian process, relative to the variance of the scores",
+     [](absl::string_view text, Config* c) {
+       double value = 0;
+       if (!ParseDouble(text, /*allow_zero=*/true, &value) || value > 1) return false;
+       c->autotune_gaussian_process_noise = value;
+       return true;
+     },
+     [](const Config& c) { return FormatDouble(c.autotune_gaussian_process_noise); }},
     {config_names::kLogLevel,
      {"HOROVOD_LOG_LEVEL", nullptr},
      "expected one of trace, debug, info, warning, error",

@@ -86,6 +86,29 @@ struct Config {
   // first ranks, broadcast within the host; same conditions.
   // CHORUS_HIERARCHICAL_ALLGATHER (HOROVOD_HIERARCHICAL_ALLGATHER). Default false.
   bool hierarchical_allgather = false;
+  // Autotune (docs/autotune.md): rank 0 searches the fusion threshold, pipeline chunk size,
+  // in-place minimum and cycle time (and hierarchical allreduce where it applies) for the most
+  // bytes reduced per second, and every rank switches to each point it tries in the same cycle.
+  // The values above are where the search starts. CHORUS_AUTOTUNE (HOROVOD_AUTOTUNE). Default
+  // false.
+  bool autotune = false;
+  // Rank 0 appends one CSV line per sample to this file (the format is in docs/autotune.md);
+  // empty: no file. CHORUS_AUTOTUNE_LOG (HOROVOD_AUTOTUNE_LOG).
+  std::string autotune_log;
+  // Samples measured and discarded before the search, at the starting point.
+  // CHORUS_AUTOTUNE_WARMUP_SAMPLES (HOROVOD_AUTOTUNE_WARMUP_SAMPLES). Default 3.
+  int32_t autotune_warmup_samples = 3;
+  // Training steps per sample (a step ends where a tensor name repeats: docs/autotune.md).
+  // CHORUS_AUTOTUNE_STEPS_PER_SAMPLE (HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE). Default 10, >= 1.
+  int32_t autotune_steps_per_sample = 10;
+  // Samples of the Bayesian optimisation, the starting point's included; then the best is kept.
+  // CHORUS_AUTOTUNE_BAYES_OPT_MAX_SAMPLES (HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES). Default 20,
+  // >= 1.
+  int32_t autotune_bayes_opt_max_samples = 20;
+  // The Gaussian process's noise: the variance of a sample's score around the model, in units
+  // of the variance of the scores seen, in [0, 1]. CHORUS_AUTOTUNE_GAUSSIAN_PROCESS_NOISE
+  // (HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE). Default 0.8.
+  double autotune_gaussian_process_noise = 0.8;
   // trace, debug, info, warning, error. CHORUS_LOG_LEVEL (HOROVOD_LOG_LEVEL). Default warning.
   std::string log_level = "warning";
   // Log lines without a timestamp. CHORUS_LOG_HIDE_TIME (HOROVOD_LOG_HIDE_TIME). Default true

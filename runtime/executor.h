@@ -74,6 +74,12 @@ class Executor {
   explicit Executor(const SharedConfig& config, bool huge_pages = false);
   Executor(const SharedConfig& config, Options options);
 
+  // Runs later responses with `config`'s pipeline chunk size and in-place minimum (autotune:
+  // runtime/autotune/autotuner.h). A set's fusion buffer is agreed on again when it must grow.
+  // REQUIRES: every member of every process set makes the same change between the same two
+  // responses of the global order.
+  void Reconfigure(const SharedConfig& config) { config_ = config; }
+
   // Executes `response` (non-error, a data op: allreduce, allgather, broadcast, alltoall,
   // reducescatter or barrier) and fills results[i] for entries[i]. entries[i] is this rank's
   // entry for response.names[i], or null when this rank does not hold it (a joined rank in an

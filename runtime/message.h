@@ -12,10 +12,12 @@
 #define CHORUS_RUNTIME_MESSAGE_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 
 #include "chorus/types.h"
 
@@ -76,11 +78,34 @@ struct Response {
   bool operator==(const Response&) const = default;
 };
 
+// The values of the parameters autotune tunes (runtime/autotune/knob_space.h): one point of its
+// search.
+struct TunedParameters {
+  int64_t fusion_threshold_bytes = 0;
+  int64_t pipeline_chunk_bytes = 0;
+  int64_t inplace_min_bytes = 0;
+  absl::Duration cycle_time;
+  // Tuned only where a hierarchical allreduce applies to the world; absent otherwise.
+  std::optional<bool> hierarchical_allreduce;
+  bool operator==(const TunedParameters&) const = default;
+};
+
+// Rank 0's autotune decision, carried by the response list of one cycle: every rank applies it
+// in that cycle, before it executes the cycle's responses.
+struct AutotuneUpdate {
+  TunedParameters apply;  // the parameters in force from this cycle on
+  TunedParameters best;   // the best point of the search so far (where a new world's starts)
+  bool done = false;      // the search is over: `apply` is its choice
+  bool operator==(const AutotuneUpdate&) const = default;
+};
+
 struct ResponseList {
   std::vector<Response> responses;
   bool shutdown = false;
   // World ranks that have joined and not yet been released by a completed join.
   std::vector<int32_t> joined_ranks;
+  // Rank 0 autotunes and changes the parameters in this cycle.
+  std::optional<AutotuneUpdate> autotune;
 };
 
 // Parameters every rank must use identically; rank 0's values are broadcast at init.
@@ -93,9 +118,15 @@ struct SharedConfig {
   int32_t num_nccl_streams = 1;
   // CHORUS_HIERARCHICAL_ALLREDUCE / _ALLGATHER. What the loop hands each batch's data plane;
   // changing them (at one point of the global order on every rank) switches the algorithm from
-  // the next batch on.
+  // the next batch on. Autotune sets hierarchical_allreduce where the knob applies
+  // (runtime/autotune/knob_space.h).
   bool hierarchical_allreduce = false;
   bool hierarchical_allgather = false;
+  // Present when rank 0 autotunes: the point every rank starts this world with (its fusion,
+  // pipeline and in-place values replace the ones above, its cycle time every rank's own).
+  std::optional<TunedParameters> autotune_start;
+  // With autotune_start: the world's number in the autotune log (rank 0's).
+  int64_t autotune_generation = 0;
   bool operator==(const SharedConfig&) const = default;
 };
 
@@ -118,7 +149,8 @@ inline bool IsValidShape(const std::vector<int64_t>& shape) {
 
 // 2: the cycle's bit vector carries the OR of held cache bits (Note [Cache bit vector]).
 // 3: the handshake gathers every rank's local and cross numbers (hierarchical collectives).
-inline constexpr int32_t kProtocolVersion = 3;
+// 4: the response list may carry rank 0's autotune decision, the shared config its start.
+inline constexpr int32_t kProtocolVersion = 4;
 
 }  // namespace chorus::runtime
 

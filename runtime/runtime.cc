@@ -205,7 +205,8 @@ absl::Status Runtime::StartLoop(std::unique_ptr<Controller> controller,
   // for world_mu_, held by the caller until the loop has started (or failed to).
   queue_.Reopen();
   loop_ = std::make_unique<BackgroundLoop>(config_, std::move(controller), &queue_, &entry_pool_,
-                                           &registry_, &handles_, timeline_.get(), gpu_platform_);
+                                           &registry_, &handles_, timeline_.get(), gpu_platform_,
+                                           &autotune_memory_);
   absl::Status started = loop_->Start(std::move(process_sets));
   if (!started.ok()) {
     queue_.Fail(absl::StrCat("chorus failed to start: ", started.ToString()));

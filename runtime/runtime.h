@@ -84,6 +84,9 @@ class Runtime {
 
   // Test-only view of the loop's counters. REQUIRES: not shut down.
   const BackgroundLoop::Counters& TEST_counters() const { return loop_->counters(); }
+  // Test-only: the autotune parameters of the current world and the cycle each took effect in
+  // (BackgroundLoop::autotune_history). REQUIRES: not shut down.
+  std::vector<Autotuner::Switch> TEST_autotune_history() const { return loop_->autotune_history(); }
 
   // Collective: stops the loop on every rank after the current cycle; pending ops complete
   // with Aborted, later ones fail with FailedPrecondition(`why`). Idempotent (after a failure
@@ -165,7 +168,10 @@ class Runtime {
   ProcessSetRegistry registry_;
   // A thread blocking on an op ends the loop's batching window (SubmissionQueue::Hurry).
   HandleTable handles_{[this] { queue_.Hurry(); }};
-  Mutex shutdown_mu_;                     // serialises Shutdown and Reform
+  Mutex shutdown_mu_;  // serialises Shutdown and Reform
+  // What autotune carries from one world to the next (runtime/autotune/autotuner.h): only the
+  // running loop touches it.
+  AutotuneMemory autotune_memory_;
   std::unique_ptr<BackgroundLoop> loop_;  // replaced under shutdown_mu_
 
   std::shared_ptr<ops::gpu::GpuPlatform> gpu_platform_;

@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 
 #include "base/status_macros.h"
 #include "chorus/types.h"
@@ -181,6 +182,34 @@ absl::StatusOr<Response> FromWire(const wire::Response& in) {
   return out;
 }
 
+void ToWire(const TunedParameters& in, wire::TunedParameters* out) {
+  out->set_fusion_threshold_bytes(in.fusion_threshold_bytes);
+  out->set_pipeline_chunk_bytes(in.pipeline_chunk_bytes);
+  out->set_inplace_min_bytes(in.inplace_min_bytes);
+  out->set_cycle_time_ns(absl::ToInt64Nanoseconds(in.cycle_time));
+  if (in.hierarchical_allreduce.has_value()) {
+    out->set_hierarchical_allreduce(*in.hierarchical_allreduce);
+  }
+}
+
+// The values every rank applies as they are: each must be one the runtime runs with.
+absl::StatusOr<TunedParameters> FromWire(const wire::TunedParameters& in) {
+  if (in.fusion_threshold_bytes() < 0 || in.pipeline_chunk_bytes() < 4096 ||
+      in.inplace_min_bytes() < 0 || in.cycle_time_ns() <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tuned parameters out of range: fusion threshold ", in.fusion_threshold_bytes(),
+        ", pipeline chunk ", in.pipeline_chunk_bytes(), ", in-place minimum ",
+        in.inplace_min_bytes(), ", cycle time ", in.cycle_time_ns(), " ns"));
+  }
+  TunedParameters out;
+  out.fusion_threshold_bytes = in.fusion_threshold_bytes();
+  out.pipeline_chunk_bytes = in.pipeline_chunk_bytes();
+  out.inplace_min_bytes = in.inplace_min_bytes();
+  out.cycle_time = absl::Nanoseconds(in.cycle_time_ns());
+  if (in.has_hierarchical_allreduce()) out.hierarchical_allreduce = in.hierarchical_allreduce();
+  return out;
+}
+
 }  // namespace
 
 std::string SerializeRequestList(const RequestList& list) {
@@ -210,6 +239,12 @@ std::string SerializeResponseList(const ResponseList& list) {
   for (const Response& response : list.responses) ToWire(response, message.add_responses());
   message.set_shutdown(list.shutdown);
   message.mutable_joined_ranks()->Add(list.joined_ranks.begin(), list.joined_ranks.end());
+  if (list.autotune.has_value()) {
+    wire::AutotuneUpdate* update = message.mutable_autotune();
+    ToWire(list.autotune->apply, update->mutable_apply());
+    ToWire(list.autotune->best, update->mutable_best());
+    update->set_done(list.autotune->done);
+  }
   return message.SerializeAsString();
 }
 
@@ -224,6 +259,13 @@ absl::StatusOr<ResponseList> ParseResponseList(std::string_view bytes) {
   }
   list.shutdown = message.shutdown();
   list.joined_ranks.assign(message.joined_ranks().begin(), message.joined_ranks().end());
+  if (message.has_autotune()) {
+    AutotuneUpdate update;
+    CHORUS_ASSIGN_OR_RETURN(update.apply, FromWire(message.autotune().apply()));
+    CHORUS_ASSIGN_OR_RETURN(update.best, FromWire(message.autotune().best()));
+    update.done = message.autotune().done();
+    list.autotune = std::move(update);
+  }
   return list;
 }
 
@@ -237,6 +279,10 @@ std::string SerializeSharedConfig(const SharedConfig& config) {
   message.set_num_nccl_streams(config.num_nccl_streams);
   message.set_hierarchical_allreduce(config.hierarchical_allreduce);
   message.set_hierarchical_allgather(config.hierarchical_allgather);
+  if (config.autotune_start.has_value()) {
+    ToWire(*config.autotune_start, message.mutable_autotune_start());
+  }
+  message.set_autotune_generation(config.autotune_generation);
   return message.SerializeAsString();
 }
 
@@ -252,6 +298,10 @@ absl::StatusOr<SharedConfig> ParseSharedConfig(std::string_view bytes) {
   config.num_nccl_streams = message.num_nccl_streams();
   config.hierarchical_allreduce = message.hierarchical_allreduce();
   config.hierarchical_allgather = message.hierarchical_allgather();
+  if (message.has_autotune_start()) {
+    CHORUS_ASSIGN_OR_RETURN(config.autotune_start, FromWire(message.autotune_start()));
+  }
+  config.autotune_generation = message.autotune_generation();
   return config;
 }
 

@@ -12,6 +12,7 @@ PACKAGES=(
   openssh-server iproute2  # the multi-host test cluster (test/cluster/)
   catch2
   libcli11-dev nlohmann-json3-dev libyaml-cpp-dev
+  libeigen3-dev  # autotune's Gaussian process
   pybind11-dev python3-dev python3-pytest python3-torch python3-numpy python3-torchvision
   python3-mpi4py python3-pip python3-setuptools python3-wheel
 )

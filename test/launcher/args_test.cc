@@ -110,9 +110,26 @@ TEST_CASE("Tuning, stall and library flags parse", "[launcher][args]") {
                             "/tmp/t.json",
                             "--timeline-mark-cycles",
                             "--no-mpi-threads-disable",
+                            "--autotune",
+                            "--autotune-log-file",
+                            "/tmp/at.csv",
+                            "--autotune-warmup-samples",
+                            "0",
+                            "--autotune-steps-per-sample",
+                            "4",
+                            "--autotune-bayes-opt-max-samples",
+                            "12",
+                            "--autotune-gaussian-process-noise",
+                            "0.25",
                             "--mpi",
                             "prog"});
   const LaunchOptions& o = cl.options;
+  CHECK(o.autotune == true);
+  CHECK(o.autotune_log_file == "/tmp/at.csv");
+  CHECK(o.autotune_warmup_samples == 0);
+  CHECK(o.autotune_steps_per_sample == 4);
+  CHECK(o.autotune_bayes_opt_max_samples == 12);
+  CHECK(o.autotune_gaussian_process_noise == 0.25);
   CHECK(o.fusion_threshold_mb == 64);
   CHECK(o.cycle_time_ms == 2.5);
   CHECK(o.cache_capacity == 0);
@@ -137,9 +154,6 @@ TEST_CASE("Tuning, stall and library flags parse", "[launcher][args]") {
 TEST_CASE("Flags chorus cannot honour are refused with the reason", "[launcher][args]") {
   auto [flags, expected] = GENERATE(table<std::vector<std::string>, std::string>({
       {{"--mpi-threads-disable"}, "--mpi-threads-disable is not supported: chorus calls MPI"},
-      {{"--autotune"}, "--autotune and its --autotune-* options are not supported yet"},
-      {{"--autotune-log-file", "at.csv"}, "--autotune and its --autotune-* options"},
-      {{"--autotune-warmup-samples", "3"}, "--autotune and its --autotune-* options"},
       {{"--thread-affinity", "1,x"}, "--thread-affinity=1,x is not a comma-separated list"},
       {{"--thread-affinity", "-1"}, "--thread-affinity=-1 is not a comma-separated list"},
   }));
@@ -199,6 +213,12 @@ TEST_CASE("Bad input is one-line InvalidArgument", "[launcher][args]") {
       {{"-np", "2", "--start-timeout", "0", "prog"}, "--start-timeout=0 is out of range"},
       {{"-np", "2", "--autotune-gaussian-process-noise", "1.5", "prog"},
        "--autotune-gaussian-process-noise=1.5 is out"},
+      {{"-np", "2", "--autotune-warmup-samples", "-1", "prog"},
+       "--autotune-warmup-samples=-1 is out"},
+      {{"-np", "2", "--autotune-steps-per-sample", "0", "prog"},
+       "--autotune-steps-per-sample=0 is out"},
+      {{"-np", "2", "--autotune-bayes-opt-max-samples", "0", "prog"},
+       "--autotune-bayes-opt-max-samples=0 is out"},
       {{"-np", "2", "--log-level", "LOUD", "prog"}, "--log-level=LOUD is not one of"},
       {{"-np", "2", "-H", "a:1", "--hostfile", "f", "prog"}, "excludes"},
       {{"-np", "2", "--hierarchical-allreduce", "--no-hierarchical-allreduce", "prog"}, "excludes"},

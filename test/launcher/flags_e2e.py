@@ -6,17 +6,21 @@ chorusrun accepts does what it says, and the ones chorus cannot honour are refus
                             its core, read back from /proc
   --log-with-timestamp      chorus's log lines start with the local time
   HOROVOD_/CHORUS_ variables chorus does not read: one warning at init, on rank 0 only
+  --autotune --autotune-log-file F: accepted; rank 0 starts F (its header) at init (the search
+                            itself: test/python/check_autotune.py)
   --hierarchical-allreduce/-allgather  reach every worker (both modes); on two (faked) hosts of
                             2 ranks each (--gloo -H localhost:2,127.0.0.1:2) rank 0 says it runs
                             them hierarchically
-  --mpi-threads-disable, --autotune: exit 2, one line with the reason
+  --mpi-threads-disable: exit 2, one line with the reason
 
 Usage: flags_e2e.py --chorusrun PATH. Prints one line per check; exit 0 when all pass.
 """
 import argparse
+import os
 import re
 import subprocess
 import sys
+import tempfile
 
 # Each rank prints the cores its background thread may run on.
 REPORT = r'''
@@ -24,7 +28,7 @@ import os, chorus.numpy as hvd
 hvd.init()
 cores = None
 for tid in os.listdir('/proc/self/task'):
-    try:  # a short-lived thread may be gone by now
+    try:  # a thread may end between the listing and the reading
         with open(f'/proc/self/task/{tid}/comm') as f:
             if f.read().strip() != 'chorus-loop':
                 continue
@@ -35,6 +39,7 @@ for tid in os.listdir('/proc/self/task'):
 print(f'AFFINITY {hvd.rank()} {cores}', flush=True)
 hvd.shutdown()
 '''
+INIT = 'import chorus.numpy as hvd; hvd.init(); hvd.shutdown()'
 TIMESTAMPED = re.compile(r'^(\[\d+\]<stderr>:)?\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} \[chorus ',
                          re.M)
 
@@ -49,7 +54,6 @@ def check(what, ok, detail=''):
 
 
 def run(chorusrun, args, env=None):
-    import os
     e = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT='1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM='1')
     e.update(env or {})
     return subprocess.run([chorusrun] + args, capture_output=True, text=True, timeout=240, env=e,
@@ -90,6 +94,17 @@ def main():
               'CHORUS_FUSION_TRESHOLD, HOROVOD_BATCH_D2D_MEMCOPIES' in warnings[0] and
               re.search(r'\[chorus 0/0 WARNING', warnings[0]) is not None, describe(p))
 
+        with tempfile.TemporaryDirectory() as d:
+            log = os.path.join(d, 'at.csv')
+            p = run(c, ['-np', '2'] + mode + ['--autotune', '--autotune-log-file', log,
+                                              '--autotune-warmup-samples', '1',
+                                              '/usr/bin/python3', '-c', INIT])
+            header = open(log).read() if os.path.exists(log) else None
+            check(f'{name}: --autotune --autotune-log-file: accepted, rank 0 starts the log',
+                  p.returncode == 0 and header is not None and header.startswith(
+                      'generation,sample,phase,fusion_threshold_bytes,') and
+                  header.count('\n') == 1, describe(p) + f'--- {log}\n{header}')
+
         p = run(c, ['-np', '2'] + mode + ['--hierarchical-allreduce', '--hierarchical-allgather',
                                           '--log-level', 'info', '/usr/bin/python3', '-c', REPORT],
                 env={'CHORUS_PRINT_CONFIG': '1'})
@@ -104,8 +119,7 @@ def main():
     check('--gloo on 2 hosts x 2 ranks: rank 0 says the allreduce runs hierarchically, once',
           p.returncode == 0 and len(said) == 1 and '[chorus 0/0 INFO' in said[0], describe(p))
 
-    for flag, reason in (('--mpi-threads-disable', 'needs MPI_THREAD_MULTIPLE'),
-                         ('--autotune', 'not supported yet')):
+    for flag, reason in (('--mpi-threads-disable', 'needs MPI_THREAD_MULTIPLE'),):
         p = run(c, ['-np', '2', flag, 'true'])
         lines = p.stderr.splitlines()
         check(f'{flag} is refused: exit 2, one line with the reason',

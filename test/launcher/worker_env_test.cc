@@ -50,6 +50,15 @@ TEST_CASE("Flags map to the runtime's CHORUS_* variables", "[launcher][env]") {
       {{"--thread-affinity", "1,0"}, {{"CHORUS_THREAD_AFFINITY", "1,0"}}},
       // horovodrun's timeout for Gloo's operations: chorus's no-progress bound.
       {{"--gloo-timeout-seconds", "45"}, {{"CHORUS_NO_PROGRESS_TIMEOUT_SECONDS", "45"}}},
+      {{"--autotune"}, {{"CHORUS_AUTOTUNE", "1"}}},
+      {{"--no-autotune"}, {{"CHORUS_AUTOTUNE", "0"}}},
+      {{"--autotune-log-file", "/tmp/at.csv"}, {{"CHORUS_AUTOTUNE_LOG", "/tmp/at.csv"}}},
+      {{"--autotune-warmup-samples", "0"}, {{"CHORUS_AUTOTUNE_WARMUP_SAMPLES", "0"}}},
+      {{"--autotune-steps-per-sample", "5"}, {{"CHORUS_AUTOTUNE_STEPS_PER_SAMPLE", "5"}}},
+      {{"--autotune-bayes-opt-max-samples", "12"},
+       {{"CHORUS_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", "12"}}},
+      {{"--autotune-gaussian-process-noise", "0.25"},
+       {{"CHORUS_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", "0.25"}}},
       // Timeline details travel only with their enabling flag.
       {{"--timeline-mark-cycles"}, {}},
       {{"--timeline-filename", "/t.json", "--timeline-mark-cycles"},
@@ -57,6 +66,15 @@ TEST_CASE("Flags map to the runtime's CHORUS_* variables", "[launcher][env]") {
   }));
   INFO("first flag: " << flags[0]);
   CHECK(EnvFor(flags) == expected);
+}
+
+TEST_CASE("--autotune and its settings travel together", "[launcher][env]") {
+  CHECK(EnvFor({"--autotune-gaussian-process-noise", "0.5", "--autotune", "--autotune-log-file",
+                "at.csv", "--autotune-bayes-opt-max-samples", "8"}) ==
+        std::vector<EnvVar>{{"CHORUS_AUTOTUNE", "1"},
+                            {"CHORUS_AUTOTUNE_LOG", "at.csv"},
+                            {"CHORUS_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", "8"},
+                            {"CHORUS_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", "0.5"}});
 }
 
 TEST_CASE("Several flags keep a fixed order", "[launcher][env]") {

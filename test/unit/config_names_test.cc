@@ -55,6 +55,17 @@ std::vector<launcher::EnvVar> EveryFlag() {
                                   "--log-level",
                                   "info",
                                   "--log-with-timestamp",
+                                  "--autotune",
+                                  "--autotune-log-file",
+                                  "/tmp/at.csv",
+                                  "--autotune-warmup-samples",
+                                  "1",
+                                  "--autotune-steps-per-sample",
+                                  "2",
+                                  "--autotune-bayes-opt-max-samples",
+                                  "3",
+                                  "--autotune-gaussian-process-noise",
+                                  "0.5",
                                   "--tcp",
                                   "--network-interface",
                                   "eth0",
@@ -94,6 +105,12 @@ TEST_CASE("Every CHORUS_* variable chorusrun writes is one the runtime reads",
   CHECK(config.thread_affinity == std::vector<int>{0, 1});
   CHECK(config.no_progress_timeout == absl::Seconds(40));
   CHECK_FALSE(config.log_hide_time);
+  CHECK(config.autotune);
+  CHECK(config.autotune_log == "/tmp/at.csv");
+  CHECK(config.autotune_warmup_samples == 1);
+  CHECK(config.autotune_steps_per_sample == 2);
+  CHECK(config.autotune_bayes_opt_max_samples == 3);
+  CHECK(config.autotune_gaussian_process_noise == 0.5);
 }
 
 TEST_CASE("Variables chorus does not read are listed; its own and aliases are not",

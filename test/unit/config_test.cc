@@ -41,6 +41,12 @@ TEST_CASE("An empty environment gives the defaults", "[config]") {
   CHECK_FALSE(config->print_config);
   CHECK_FALSE(config->hierarchical_allreduce);
   CHECK_FALSE(config->hierarchical_allgather);
+  CHECK_FALSE(config->autotune);
+  CHECK(config->autotune_log.empty());
+  CHECK(config->autotune_warmup_samples == 3);
+  CHECK(config->autotune_steps_per_sample == 10);
+  CHECK(config->autotune_bayes_opt_max_samples == 20);
+  CHECK(config->autotune_gaussian_process_noise == 0.8);
 }
 
 TEST_CASE("Every CHORUS variable is read", "[config]") {
@@ -59,11 +65,23 @@ TEST_CASE("Every CHORUS variable is read", "[config]") {
       {"CHORUS_PRINT_CONFIG", "On"},
       {"CHORUS_HIERARCHICAL_ALLREDUCE", "1"},
       {"CHORUS_HIERARCHICAL_ALLGATHER", "true"},
+      {"CHORUS_AUTOTUNE", "1"},
+      {"CHORUS_AUTOTUNE_LOG", "/tmp/at.csv"},
+      {"CHORUS_AUTOTUNE_WARMUP_SAMPLES", "0"},
+      {"CHORUS_AUTOTUNE_STEPS_PER_SAMPLE", "4"},
+      {"CHORUS_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", "7"},
+      {"CHORUS_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", "0.25"},
   };
   auto config = Read(env);
   REQUIRE(config.ok());
   CHECK(config->hierarchical_allreduce);
   CHECK(config->hierarchical_allgather);
+  CHECK(config->autotune);
+  CHECK(config->autotune_log == "/tmp/at.csv");
+  CHECK(config->autotune_warmup_samples == 0);
+  CHECK(config->autotune_steps_per_sample == 4);
+  CHECK(config->autotune_bayes_opt_max_samples == 7);
+  CHECK(config->autotune_gaussian_process_noise == 0.25);
   CHECK(config->fusion_threshold_bytes == 1048576);
   CHECK(config->cycle_time == absl::Microseconds(2500));
   CHECK(config->cache_capacity == 0);
@@ -89,11 +107,23 @@ TEST_CASE("Horovod aliases are read", "[config]") {
       {"HOROVOD_LOG_LEVEL", "fatal"},
       {"HOROVOD_HIERARCHICAL_ALLREDUCE", "1"},
       {"HOROVOD_HIERARCHICAL_ALLGATHER", "1"},
+      {"HOROVOD_AUTOTUNE", "1"},
+      {"HOROVOD_AUTOTUNE_LOG", "at.csv"},
+      {"HOROVOD_AUTOTUNE_WARMUP_SAMPLES", "5"},
+      {"HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", "20"},
+      {"HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", "50"},
+      {"HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", "0.9"},
   };
   auto config = Read(env);
   REQUIRE(config.ok());
   CHECK(config->hierarchical_allreduce);
   CHECK(config->hierarchical_allgather);
+  CHECK(config->autotune);
+  CHECK(config->autotune_log == "at.csv");
+  CHECK(config->autotune_warmup_samples == 5);
+  CHECK(config->autotune_steps_per_sample == 20);
+  CHECK(config->autotune_bayes_opt_max_samples == 50);
+  CHECK(config->autotune_gaussian_process_noise == 0.9);
   CHECK(config->fusion_threshold_bytes == 33554432);
   CHECK(config->cycle_time == absl::Milliseconds(5));
   CHECK(config->cache_capacity == 16);
@@ -183,6 +213,12 @@ TEST_CASE("Malformed or out-of-range values are errors naming the variable", "[c
       {"CHORUS_LOG_LEVEL", "verbose"},
       {"HOROVOD_LOG_LEVEL", "warn"},
       {"CHORUS_PRINT_CONFIG", "y"},
+      {"CHORUS_AUTOTUNE", "sure"},
+      {"CHORUS_AUTOTUNE_WARMUP_SAMPLES", "-1"},
+      {"CHORUS_AUTOTUNE_STEPS_PER_SAMPLE", "0"},
+      {"HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", "0"},
+      {"CHORUS_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", "1.5"},
+      {"HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", "-0.1"},
   }));
   const std::map<std::string, std::string> env = {{name, value}};
   auto config = Read(env);
@@ -232,6 +268,12 @@ TEST_CASE("Describe lists the defaults in a stable order", "[config]") {
       "CHORUS_NO_PROGRESS_TIMEOUT_SECONDS=30",
       "CHORUS_HIERARCHICAL_ALLREDUCE=false",
       "CHORUS_HIERARCHICAL_ALLGATHER=false",
+      "CHORUS_AUTOTUNE=false",
+      "CHORUS_AUTOTUNE_LOG=",
+      "CHORUS_AUTOTUNE_WARMUP_SAMPLES=3",
+      "CHORUS_AUTOTUNE_STEPS_PER_SAMPLE=10",
+      "CHORUS_AUTOTUNE_BAYES_OPT_MAX_SAMPLES=20",
+      "CHORUS_AUTOTUNE_GAUSSIAN_PROCESS_NOISE=0.8",
       "CHORUS_LOG_LEVEL=warning",
       "CHORUS_LOG_HIDE_TIME=true",
       "CHORUS_THREAD_AFFINITY=",
@@ -284,6 +326,12 @@ TEST_CASE("Describe output reads back as the same configuration", "[config]") {
       {"CHORUS_TIMELINE_QUEUE_EVENTS", "16"},
       {"CHORUS_TIMELINE_START_CYCLE", "3"},
       {"CHORUS_TIMELINE_STOP_CYCLE", "9"},
+      {"CHORUS_AUTOTUNE", "1"},
+      {"CHORUS_AUTOTUNE_LOG", "/tmp/at.csv"},
+      {"CHORUS_AUTOTUNE_WARMUP_SAMPLES", "2"},
+      {"CHORUS_AUTOTUNE_STEPS_PER_SAMPLE", "5"},
+      {"CHORUS_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", "12"},
+      {"CHORUS_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", "0.3"},
   };
   auto first = Read(env);
   REQUIRE(first.ok());

@@ -115,11 +115,18 @@ TEST_CASE("ResponseList round-trips every field", "[wire_codec]") {
 
   list.shutdown = true;
   list.joined_ranks = {2, 0};
+  AutotuneUpdate update;
+  update.apply = {int64_t{3} << 20, 65536, 0, absl::Microseconds(2500), std::nullopt};
+  update.best = {int64_t{1} << 36, 4096, 12345, absl::Nanoseconds(1), true};
+  update.done = true;
+  list.autotune = update;
 
   auto parsed = ParseResponseList(SerializeResponseList(list));
   REQUIRE(parsed.ok());
   CHECK(parsed->shutdown);
   CHECK(parsed->joined_ranks == list.joined_ranks);
+  CHECK(parsed->autotune == list.autotune);
+  CHECK_FALSE(ParseResponseList(SerializeResponseList(ResponseList{}))->autotune.has_value());
   REQUIRE(parsed->responses.size() == list.responses.size());
   for (size_t i = 0; i < list.responses.size(); ++i) {
     INFO("response " << i);
@@ -144,6 +151,32 @@ TEST_CASE("SharedConfig round-trips", "[wire_codec]") {
   auto parsed = ParseSharedConfig(SerializeSharedConfig(config));
   REQUIRE(parsed.ok());
   CHECK(*parsed == config);
+  CHECK_FALSE(parsed->autotune_start.has_value());
+  config.autotune_start = TunedParameters{1 << 20, 1 << 16, 1 << 10, absl::Milliseconds(3), false};
+  config.autotune_generation = 17;
+  parsed = ParseSharedConfig(SerializeSharedConfig(config));
+  REQUIRE(parsed.ok());
+  CHECK(*parsed == config);
+}
+
+TEST_CASE("Tuned parameters the runtime cannot run with are rejected", "[wire_codec]") {
+  const TunedParameters good{1 << 20, 1 << 16, 1 << 10, absl::Milliseconds(3), std::nullopt};
+  auto [bad, reason] = GENERATE_COPY(table<TunedParameters, std::string>({
+      {TunedParameters{-1, 1 << 16, 0, absl::Milliseconds(3), std::nullopt}, "fusion threshold -1"},
+      {TunedParameters{0, 4095, 0, absl::Milliseconds(3), std::nullopt}, "pipeline chunk 4095"},
+      {TunedParameters{0, 4096, -2, absl::Milliseconds(3), std::nullopt}, "in-place minimum -2"},
+      {TunedParameters{0, 4096, 0, absl::ZeroDuration(), std::nullopt}, "cycle time 0 ns"},
+  }));
+  ResponseList list;
+  list.autotune = AutotuneUpdate{good, bad, false};
+  auto parsed = ParseResponseList(SerializeResponseList(list));
+  REQUIRE_FALSE(parsed.ok());
+  CHECK(parsed.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(parsed.status().message()), Catch::Contains(reason));
+  SharedConfig config;
+  config.autotune_start = bad;
+  CHECK(ParseSharedConfig(SerializeSharedConfig(config)).status().code() ==
+        absl::StatusCode::kInvalidArgument);
 }
 
 // Bytes that are not a protobuf message: a truncated varint, a field with the invalid wire
