@@ -49,11 +49,6 @@ test_cap=240
 bench_cap=150
 
 say "chorus GPU check, $(date -u '+%Y-%m-%d %H:%M:%S UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
-if ! nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1; then
-  say "no GPU: nvidia-smi failed (see nvidia-smi.txt)"
-  exit 2
-fi
-say "device: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -1)"
 
 # The GPU tests' executables, from the GPU tier's ctest file (the fixed list if it has none).
 gpu_test_targets() {
@@ -82,16 +77,20 @@ EOF
 use_bundle_libraries() {
   export LD_LIBRARY_PATH="$PWD/gpu_bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   if [[ -f gpu_bundle/BUILD_INFO ]]; then say "bundle: $(paste -sd ';' gpu_bundle/BUILD_INFO)"; fi
-  if [[ ! -e gpu_bundle/lib/libnccl.so.2 ]] &&
-     ! ldconfig -p 2> /dev/null | grep -q 'libnccl\.so\.2 '; then
+  local known
+  known=$(ldconfig -p 2> /dev/null)  # (not piped into grep -q: pipefail would see SIGPIPE)
+  if [[ ! -e gpu_bundle/lib/libnccl.so.2 && "$known" != *"libnccl.so.2 "* ]]; then
     local dir
     dir=$(pip_nccl_dir)
+    # Else any libnccl.so.2 where packages put them.
+    [[ -n "$dir" ]] || dir=$(find /opt /usr/local /usr/lib -name libnccl.so.2 -printf '%h\n' \
+                               -quit 2> /dev/null)
     if [[ -n "$dir" ]]; then
       export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$dir"
-      say "NCCL: the bundle has none; using $dir/libnccl.so.2 (Python wheel)"
+      say "NCCL: the bundle has none; using $dir/libnccl.so.2"
     else
-      say "NCCL: the bundle has none, and neither the loader nor python3's site-packages has" \
-        "libnccl.so.2"
+      say "NCCL: the bundle has none, and no libnccl.so.2 was found (loader, python3's" \
+        "site-packages, /opt, /usr/local, /usr/lib)"
     fi
   fi
   # Everything else the binaries need must resolve now (libcuda comes with the driver).
@@ -107,14 +106,24 @@ status=0
 bin_dir=""
 # The first communicator prints the NCCL version that runs ("NCCL version 2.x.y+cudaX.Y").
 export NCCL_DEBUG=${NCCL_DEBUG:-VERSION}
+# With --bundle the libraries are checked first, so that a machine without a GPU checks them.
 if [[ $use_bundle == 1 ]]; then
   if [[ ! -d gpu_bundle/bin ]]; then
     say "--bundle: there is no gpu_bundle/bin (scripts/gpu_bundle.sh makes it)"
     exit 1
   fi
   say "using gpu_bundle/ (--bundle)"
-  bin_dir=gpu_bundle
   use_bundle_libraries
+fi
+if ! nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1; then
+  say "no GPU: nvidia-smi failed (see nvidia-smi.txt)"
+  exit 2
+fi
+say "device: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -1)"
+say "driver's CUDA: $(grep -o 'CUDA Version: [0-9.]*' "$OUT/nvidia-smi.txt" | head -1)"
+
+if [[ $use_bundle == 1 ]]; then
+  bin_dir=gpu_bundle
 elif command -v cmake > /dev/null && command -v ninja > /dev/null &&
    cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCHORUS_WITH_CUDA=ON \
      -DCHORUS_BUILD_PYTHON=OFF > "$OUT/build.log" 2>&1; then
