@@ -15,15 +15,28 @@
 #      two benchmarks, nothing else.
 #   2. Else a bundle built elsewhere by scripts/gpu_bundle.sh (gpu_bundle/: the GPU binaries
 #      and the shared libraries they need that are not CUDA's), for machines without Open MPI,
-#      Abseil or the other build dependencies.
+#      Abseil or the other build dependencies. `--bundle` uses it without trying to build.
+#      A bundle made --without-nccl takes this machine's libnccl.so.2: the loader's (ldconfig),
+#      else the one a Python NCCL wheel installed (nvidia-nccl-cu13 and the like: found with
+#      python3 under its site-packages), whose folder goes on LD_LIBRARY_PATH. The summary
+#      names the NCCL that ran (NCCL_DEBUG=VERSION prints it at the first communicator).
+# Usage: scripts/gpu_check.sh [--bundle]   (also works as gpu_bundle/gpu_check.sh: it runs in
+# the folder above its own, the repository root.)
 # The multi-rank NCCL path cannot run on one GPU (NCCL refuses two ranks on one device): the
 # summary says so instead of failing.
-# Expected time on one H200 with 16 cores (an estimate, not measured yet): build 2-3 min, tests
-# and benchmarks 1-2 min.
+# Measured from a bundle on one H200 (16 cores): the tests and benchmarks that finish take about
+# 35 s together (chorus_gpu_platform_test hangs there, see docs/gpu.md; its cap ends it). A
+# build here is not measured yet (estimate: 2-3 min).
 #
 # Exit status: 0 when every GPU test and benchmark that ran passed, 1 otherwise, 2 when there is
 # no GPU.
 set -uo pipefail
+use_bundle=0
+case "${1:-}" in
+  "") ;;
+  --bundle) use_bundle=1 ;;
+  *) echo "usage: $0 [--bundle]" >&2; exit 2 ;;
+esac
 cd "$(dirname "$0")/.." || exit 1
 OUT=${OUT:-$PWD/gpu_out}
 mkdir -p "$OUT"
@@ -33,15 +46,11 @@ say() { echo "$*" | tee -a "$summary"; }
 started=$(date +%s)
 # Caps (seconds), so that a hung binary cannot eat the whole session: the GPU tests together
 # (ctest) or each test binary (bundle), and each benchmark. Normal runs take far less.
-test_cap=240
-bench_cap=150
+# CHORUS_GPU_CHECK_TEST_CAP / CHORUS_GPU_CHECK_BENCH_CAP override them.
+test_cap=${CHORUS_GPU_CHECK_TEST_CAP:-240}
+bench_cap=${CHORUS_GPU_CHECK_BENCH_CAP:-150}
 
 say "chorus GPU check, $(date -u '+%Y-%m-%d %H:%M:%S UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
-if ! nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1; then
-  say "no GPU: nvidia-smi failed (see nvidia-smi.txt)"
-  exit 2
-fi
-say "device: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -1)"
 
 # The GPU tests' executables, from the GPU tier's ctest file (the fixed list if it has none).
 gpu_test_targets() {
@@ -51,9 +60,73 @@ gpu_test_targets() {
   echo "${names:-chorus_gpu_batched_copy_test chorus_gpu_platform_test}"
 }
 
+# The folder of a libnccl.so.2 that a Python NCCL wheel installed ("" when none is found).
+pip_nccl_dir() {
+  python3 - 2> /dev/null << 'EOF'
+import glob, os, site, sys
+roots = [p for p in site.getsitepackages() + [site.getusersitepackages()] + sys.path
+         if os.path.isdir(p)]
+for root in dict.fromkeys(roots):
+    for lib in sorted(glob.glob(os.path.join(root, "nvidia", "**", "libnccl.so.2"),
+                                recursive=True)):
+        print(os.path.dirname(os.path.realpath(lib)))
+        sys.exit(0)
+EOF
+}
+
+# Points the loader at the bundle's libraries, and at a libnccl.so.2 when the bundle has none
+# and the loader knows none.
+use_bundle_libraries() {
+  export LD_LIBRARY_PATH="$PWD/gpu_bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  if [[ -f gpu_bundle/BUILD_INFO ]]; then say "bundle: $(paste -sd ';' gpu_bundle/BUILD_INFO)"; fi
+  local known
+  known=$(ldconfig -p 2> /dev/null)  # (not piped into grep -q: pipefail would see SIGPIPE)
+  if [[ ! -e gpu_bundle/lib/libnccl.so.2 && "$known" != *"libnccl.so.2 "* ]]; then
+    local dir
+    dir=$(pip_nccl_dir)
+    # Else any libnccl.so.2 where packages put them.
+    [[ -n "$dir" ]] || dir=$(find /opt /usr/local /usr/lib -name libnccl.so.2 -printf '%h\n' \
+                               -quit 2> /dev/null)
+    if [[ -n "$dir" ]]; then
+      export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$dir"
+      say "NCCL: the bundle has none; using $dir/libnccl.so.2"
+    else
+      say "NCCL: the bundle has none, and no libnccl.so.2 was found (loader, python3's" \
+        "site-packages, /opt, /usr/local, /usr/lib)"
+    fi
+  fi
+  # Everything else the binaries need must resolve now (libcuda comes with the driver).
+  local missing
+  missing=$(for bin in gpu_bundle/bin/*; do ldd "$bin" 2>/dev/null; done |
+              awk '/not found/ {print $1}' | sort -u | tr '\n' ' ')
+  if [[ -n "$missing" ]]; then
+    say "bundle: libraries not found on this machine: ${missing}(the binaries needing them fail)"
+  fi
+}
+
 status=0
 bin_dir=""
-if command -v cmake > /dev/null && command -v ninja > /dev/null &&
+# The first communicator prints the NCCL version that runs ("NCCL version 2.x.y+cudaX.Y").
+export NCCL_DEBUG=${NCCL_DEBUG:-VERSION}
+# With --bundle the libraries are checked first, so that a machine without a GPU checks them.
+if [[ $use_bundle == 1 ]]; then
+  if [[ ! -d gpu_bundle/bin ]]; then
+    say "--bundle: there is no gpu_bundle/bin (scripts/gpu_bundle.sh makes it)"
+    exit 1
+  fi
+  say "using gpu_bundle/ (--bundle)"
+  use_bundle_libraries
+fi
+if ! nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1; then
+  say "no GPU: nvidia-smi failed (see nvidia-smi.txt)"
+  exit 2
+fi
+say "device: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -1)"
+say "driver's CUDA: $(grep -o 'CUDA Version: [0-9.]*' "$OUT/nvidia-smi.txt" | head -1)"
+
+if [[ $use_bundle == 1 ]]; then
+  bin_dir=gpu_bundle
+elif command -v cmake > /dev/null && command -v ninja > /dev/null &&
    cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCHORUS_WITH_CUDA=ON \
      -DCHORUS_BUILD_PYTHON=OFF > "$OUT/build.log" 2>&1; then
   say "configure: ok (build-gpu/, CUDA architectures $(grep -m1 '^CMAKE_CUDA_ARCHITECTURES' build-gpu/CMakeCache.txt | cut -d= -f2))"
@@ -71,13 +144,7 @@ if command -v cmake > /dev/null && command -v ninja > /dev/null &&
 elif [[ -d gpu_bundle ]]; then
   say "configure here failed (see build.log; usually a missing build dependency): using gpu_bundle/"
   bin_dir=gpu_bundle
-  export LD_LIBRARY_PATH="$PWD/gpu_bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  # A bundle made --without-nccl needs this machine's libnccl.so.2, for one.
-  missing=$(for bin in gpu_bundle/bin/*; do ldd "$bin" 2>/dev/null; done |
-              awk '/not found/ {print $1}' | sort -u | tr '\n' ' ')
-  if [[ -n "$missing" ]]; then
-    say "bundle: libraries not found on this machine: ${missing}(the binaries needing them fail)"
-  fi
+  use_bundle_libraries
 else
   say "configure here failed (see build.log) and there is no gpu_bundle/ (scripts/gpu_bundle.sh makes one)"
   tail -20 "$OUT/build.log" | tee -a "$summary"
@@ -144,6 +211,9 @@ if [[ -n "$bin_dir" ]]; then
   run_bench gpu_steps_bench "training steps on GPU tensors (one rank, through the runtime)"
 fi
 
+nccl_version=$(grep -ho -m1 'NCCL version [^ ]*' "$OUT/ctest-gpu.log" "$OUT"/gpu_*_bench.txt \
+                 2> /dev/null | head -1)
+say "NCCL that ran: ${nccl_version:-unknown (no communicator was created)}"
 say "multi-rank NCCL: not run (NCCL refuses two ranks on one GPU; one GPU here)"
 say "elapsed: $(( $(date +%s) - started )) s; status $status"
 exit $status

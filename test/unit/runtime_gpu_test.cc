@@ -816,5 +816,69 @@ TEST_CASE("a joined rank contributes the identity to GPU allreduces", "[runtime]
   f.Report();
 }
 
+TEST_CASE("a runtime suspended and re-formed in place runs GPU allreduces on new communicators",
+          "[runtime][gpu][reform]") {
+  // Two ranks allreduce a fused group of GPU tensors, suspend (Shutdown, as chorus::Suspend
+  // does), re-form in place over a new two-rank world (ranks swapped) and allreduce again: the
+  // old world's communicator is destroyed with it and the new world gets its own.
+  testing::InProcessFabric world1(2), world2(2);
+  FakeGpuCluster cluster;
+  Failures f;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      auto gpu = std::make_shared<FakeGpuPlatform>(cluster, 1);
+      auto rt = Runtime::Create(testing::FastCycleConfig(), world1.CreateController(r), {}, gpu);
+      f.Check(rt.ok(), absl::StrCat("rank ", r, " start: ", rt.status().ToString()));
+      if (!rt.ok()) return;
+      std::vector<TensorView> tensors;
+      for (int i = 0; i < 3; ++i) {
+        tensors.push_back(DeviceTensor(*gpu, std::vector<float>(5 + i, static_cast<float>(r + 1)),
+                                       {5 + i}, DataType::kFloat32));
+      }
+      // Sums `tensors` in place; every element must become `want`.
+      const auto sum_all = [&](float want, const std::string& when) {
+        std::vector<Handle> handles;
+        for (int i = 0; i < 3; ++i) {
+          OpRequest op = Op(OpType::kAllreduce, absl::StrCat("grad.", i), tensors[i]);
+          op.reduce_op = ReduceOp::kSum;
+          auto h = (*rt)->Enqueue(std::move(op));
+          f.Check(h.ok(), absl::StrCat(when, ": enqueue: ", h.status().ToString()));
+          if (h.ok()) handles.push_back(*h);
+        }
+        for (const Handle h : handles) {
+          const absl::Status st = (*rt)->Wait(h);
+          f.Check(st.ok(), absl::StrCat(when, ": ", st.ToString()));
+        }
+        for (int i = 0; i < 3; ++i) {
+          f.Check(Read<float>(tensors[i].data, 5 + i) == std::vector<float>(5 + i, want),
+                  absl::StrCat(when, ": grad.", i, " is not ", want, " everywhere"));
+        }
+      };
+      sum_all(3, "world 1");  // 1 + 2
+      f.Check(gpu->counters().communicators_created == 1, "one communicator in world 1");
+      (*rt)->Shutdown("chorus is suspended until its world is re-formed");
+      auto refused = (*rt)->Enqueue(Op(OpType::kAllreduce, "grad.0", tensors[0]));
+      f.Check(absl::IsFailedPrecondition(refused.status()) &&
+                  absl::StrContains(refused.status().message(), "suspended"),
+              absl::StrCat("enqueue while suspended: ", refused.status().ToString()));
+      const FakeGpuPlatform::Counters suspended = gpu->counters();
+      f.Check(suspended.communicators_destroyed == 1 && suspended.communicators_aborted == 0,
+              "the suspend destroys world 1's communicator");
+      const absl::Status reformed =
+          (*rt)->Reform(testing::FastCycleConfig(), world2.CreateController(1 - r));
+      f.Check(reformed.ok(), absl::StrCat("reform: ", reformed.ToString()));
+      if (!reformed.ok()) return;
+      f.Check((*rt)->topology().rank == 1 - r, "new rank");
+      sum_all(6, "world 2");  // 3 + 3
+      f.Check(gpu->counters().communicators_created == 2, "a new communicator in world 2");
+      (*rt)->Shutdown();
+      rt->reset();
+      f.Check(gpu->counters().communicators_destroyed == 2, "world 2's communicator destroyed");
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  f.Report();
+}
 }  // namespace
 }  // namespace chorus::runtime
