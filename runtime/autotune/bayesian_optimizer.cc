@@ -231,19 +231,22 @@ std::vector<double> BayesianOptimizer::NextSample() {
 }
 
 int BayesianOptimizer::BestSample() const {
-  if (points_.empty()) return -1;
+  const std::vector<int> order = SamplesByMean();
+  return order.empty() ? -1 : order.front();
+}
+
+std::vector<int> BayesianOptimizer::SamplesByMean() const {
+  if (points_.empty()) return {};
   GaussianProcess gp(options_.noise);
   gp.Fit(points_, scores_);
-  int best = 0;
-  double best_mean = -std::numeric_limits<double>::infinity();
-  for (size_t i = 0; i < points_.size(); ++i) {
-    const double mean = gp.Predict(points_[i]).mean;
-    if (mean > best_mean) {
-      best_mean = mean;
-      best = static_cast<int>(i);
-    }
-  }
-  return best;
+  std::vector<double> means(points_.size());
+  for (size_t i = 0; i < points_.size(); ++i) means[i] = gp.Predict(points_[i]).mean;
+  std::vector<int> order(points_.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    return means[static_cast<size_t>(a)] > means[static_cast<size_t>(b)];
+  });
+  return order;
 }
 
 }  // namespace chorus::runtime

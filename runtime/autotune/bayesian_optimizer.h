@@ -90,6 +90,9 @@ class BayesianOptimizer {
   std::vector<double> NextSample();
   // The index of the sample of the best posterior mean; -1 before the first sample.
   int BestSample() const;
+  // The indices of the samples, by posterior mean, best first (ties: the earlier first); empty
+  // before the first sample.
+  std::vector<int> SamplesByMean() const;
 
   const std::vector<std::vector<double>>& points() const { return points_; }
   const std::vector<double>& scores() const { return scores_; }

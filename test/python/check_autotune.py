@@ -4,9 +4,10 @@
 
   - every rank printed PASS (every result was right while the parameters changed);
   - the log has the documented shape (test/support/autotune_log.py): the header, W warm-up lines
-    and S sample lines of generation 0 at the start values, then the choice, one of the samples;
-  - every rank switched to the same parameters in the same cycles (its info-level log lines),
-    ending with the log's choice;
+    and S samples of generation 0 from the start values (the search's, then those that confirm
+    the choice against the start), then the choice: the start or the candidate, by the rule;
+  - every rank switched to the same parameters in the same cycles (its info-level log lines):
+    before each sample after the first, and once more to keep the log's choice;
   - with --hosts (chorusrun -H, e.g. localhost:2,127.0.0.1:2: two hosts as chorusrun numbers
     them, both this machine), where hierarchical allreduce can run: the knob is in every line of
     the log and every switch, starting off, and the search tried it on (the results above were
@@ -25,7 +26,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, '..', 'support'))
 import autotune_log  # noqa: E402
 
-WARMUP, SAMPLES, STEPS = 2, 6, 3
+# 6 samples of the search (the start and the space-filling points, one per knob: with --hosts,
+# hierarchical allreduce on among them), then 3 pairs confirming the choice.
+WARMUP, SAMPLES, STEPS = 2, 12, 3
 # chorus's defaults: where the search starts.
 START = (134217728, 4194304, 262144, 1.0, '')
 
@@ -62,7 +65,8 @@ def main():
             assert len(records) == WARMUP + SAMPLES + 1, f'{len(records)} records: {records}'
             seen = autotune_log.switches(p.stderr)
             assert sorted(seen) == list(range(args.ranks)), f'switch lines of ranks {sorted(seen)}'
-            # One switch per sample: S - 1 points to try, then the choice.
+            # One switch per sample after the first (the search's points, then start and
+            # candidate in turn), then the choice.
             assert len(seen[0]) == SAMPLES and seen[0][-1][2], f'rank 0 switched: {seen[0]}'
             assert all(not done for _, _, done, _ in seen[0][:-1]), seen[0]
             for r in range(1, args.ranks):

@@ -36,26 +36,40 @@ def read_log(path):
                  'hierarchical_allreduce': fields[7], 'score': int(fields[8])}
         except ValueError as e:
             raise AssertionError(f'{path}:{n}: {e}: {line!r}')
-        assert r['phase'] in ('warmup', 'sample', 'best'), f'{path}:{n}: phase {r["phase"]!r}'
+        assert r['phase'] in ('warmup', 'sample', 'confirm', 'best'), \
+            f'{path}:{n}: phase {r["phase"]!r}'
         assert r['hierarchical_allreduce'] in ('', '0', '1'), f'{path}:{n}: {line!r}'
         assert r['score'] > 0, f'{path}:{n}: score {r["score"]}'
         records.append(r)
     return records
 
 
+def confirm_pairs(samples, pairs=3):
+    """The pairs of samples that confirm the choice, of `samples` in all
+    (runtime/autotune/parameter_manager.h: ConfirmPairs)."""
+    return max(0, min(pairs, (samples - 2) // 2))
+
+
 def check_search(records, generation, warmup, samples, start=None):
-    """The records of `generation`'s search, in order: `warmup` warm-up samples, `samples`
-    samples, then the choice, which is one of the samples (its number, parameters and score).
-    `start`: the parameters the search must have started from (warm-ups and sample 1).
+    """The records of `generation`'s search, in order: `warmup` warm-up samples, the search's
+    samples, the confirming samples (start and candidate in alternation: S C C S S C ...; the
+    candidate one of the search's points other than the start), then the choice: the candidate
+    if it scored above the start in every pair, else the start (sample 1), with the number,
+    parameters and score of its search sample. `samples`: the search's and the confirming ones
+    together. `start`: the parameters the search must have started from (warm-ups and sample 1).
     Returns the choice."""
     mine = [r for r in records if r['generation'] == generation]
     phases = [(r['phase'], r['sample']) for r in mine]
+    pairs = confirm_pairs(samples)
+    searched = samples - 2 * pairs
     expected = ([('warmup', i) for i in range(1, warmup + 1)] +
-                [('sample', i) for i in range(1, samples + 1)])
+                [('sample', i) for i in range(1, searched + 1)] +
+                [('confirm', i) for i in range(1, 2 * pairs + 1)])
     assert phases[:-1] == expected and phases[-1][0] == 'best', \
         f'generation {generation}: phases {phases}, expected {expected} then best'
     best = mine[-1]
     kept = mine[warmup + best['sample'] - 1]
+    assert kept['phase'] == 'sample', f'generation {generation}: best {best} is no sample'
     assert parameters(kept) == parameters(best) and kept['score'] == best['score'], \
         f'generation {generation}: best {best} is not sample {best["sample"]} ({kept})'
     first = [r for r in mine if r['phase'] == 'warmup'] + [mine[warmup]]
@@ -64,9 +78,29 @@ def check_search(records, generation, warmup, samples, start=None):
             assert parameters(r) == start, f'generation {generation}: {r} did not start at {start}'
     assert all(parameters(r) == parameters(first[0]) for r in first), \
         f'generation {generation}: the warm-ups and sample 1 differ: {first}'
-    for r in mine[warmup + 1:-1]:  # the optimiser's points lie in the knob space
+    for r in mine[warmup + 1:warmup + searched]:  # the optimiser's points lie in the knob space
         for knob, (lo, hi) in RANGES.items():
             assert lo <= r[knob] <= hi, f'generation {generation}: {knob} out of range in {r}'
+    if pairs:
+        confirming = mine[warmup + searched:-1]
+        start_point = parameters(first[0])
+        candidate = parameters(confirming[1])
+        searched_points = [parameters(r) for r in mine[warmup:warmup + searched]]
+        assert candidate != start_point and candidate in searched_points, \
+            f'generation {generation}: candidate {candidate} is not a searched point'
+        for i, r in enumerate(confirming):
+            start_turn = (i % 2 == 0) == ((i // 2) % 2 == 0)
+            assert parameters(r) == (start_point if start_turn else candidate), \
+                f'generation {generation}: confirming sample {i + 1} measured {r}'
+
+        def score(pair, point):
+            return [r['score'] for r in confirming[2 * pair:2 * pair + 2]
+                    if parameters(r) == point][0]
+
+        won = all(score(p, candidate) > score(p, start_point) for p in range(pairs))
+        assert parameters(best) == (candidate if won else start_point), \
+            f'generation {generation}: kept {best}; the candidate won every pair: {won}'
+        assert won or best['sample'] == 1, f'generation {generation}: kept {best}, not sample 1'
     return best
 
 

@@ -169,6 +169,7 @@ TEST_CASE("The parameter manager warms up, samples, and keeps the best", "[autot
   AutotuneOptions options;
   options.warmup_samples = 2;
   options.max_samples = 20;
+  options.confirm_pairs = 0;  // the search alone (confirming: the tests below)
   ParameterManager m(KnobSpace(false), Defaults(), options, /*generation=*/4);
   CHECK(m.current() == Defaults());
   CHECK(m.warming_up());
@@ -237,6 +238,129 @@ TEST_CASE("The kept choice is logged as 'best' with the number of its sample",
   CHECK(best.score == 9.0);
   CHECK(best.parameters == tried[1]);
   CHECK(*d.next == tried[1]);
+}
+
+TEST_CASE("Pairs that confirm the choice come out of max_samples, leaving the search two",
+          "[autotune][manager]") {
+  auto pairs = [](int max_samples, int confirm_pairs) {
+    AutotuneOptions o;
+    o.max_samples = max_samples;
+    o.confirm_pairs = confirm_pairs;
+    return ConfirmPairs(o);
+  };
+  CHECK(pairs(20, 3) == 3);
+  CHECK(pairs(8, 3) == 3);
+  CHECK(pairs(7, 3) == 2);
+  CHECK(pairs(4, 3) == 1);
+  CHECK(pairs(3, 3) == 0);
+  CHECK(pairs(1, 3) == 0);
+  CHECK(pairs(20, 0) == 0);
+  CHECK(pairs(20, -1) == 0);
+}
+
+// Runs a search of `options` to its end, scoring each sample with `score(parameters, n)` (n: the
+// sample's number among all samples after the warm-up, from 0). Returns every record.
+template <typename F>
+std::vector<AutotuneRecord> RunSearch(ParameterManager& m, F score) {
+  std::vector<AutotuneRecord> records;
+  for (int n = 0; !m.done() && n < 1000; ++n) {
+    const TunedParameters at = m.current();
+    ParameterManager::Decision d = m.Record(score(at, n));
+    if (!m.done() && !m.warming_up()) {
+      // Every sample after the first switches, so that each is measured from a fresh step.
+      CHECK((d.next.has_value() || d.records[0].phase == AutotuneRecord::Phase::kWarmup));
+    }
+    records.insert(records.end(), d.records.begin(), d.records.end());
+  }
+  return records;
+}
+
+TEST_CASE("A lucky sample of a point no better than the start does not end the search there",
+          "[autotune][manager]") {
+  // Flat: the start measures 1.0 every time, every other point 0.95 but for one lucky
+  // measurement of 2.0 (the first point after the start) in the search.
+  auto search = [](int confirm_pairs) {
+    AutotuneOptions options;
+    options.warmup_samples = 0;
+    options.max_samples = 20;
+    options.confirm_pairs = confirm_pairs;
+    ParameterManager m(KnobSpace(false), Defaults(), options, 0);
+    bool lucky_used = false;
+    std::vector<AutotuneRecord> records = RunSearch(m, [&](const TunedParameters& p, int) {
+      if (p == Defaults()) return 1.0;
+      if (!lucky_used) {
+        lucky_used = true;
+        return 2.0;
+      }
+      return 0.95;
+    });
+    CHECK(m.done());
+    CHECK(m.best() == records.back().parameters);
+    return records;
+  };
+  // The search alone keeps a point other than the start: 5% slower than it.
+  const std::vector<AutotuneRecord> alone = search(0);
+  REQUIRE(alone.size() == 21u);
+  CHECK_FALSE(alone.back().parameters == Defaults());
+
+  // Confirmed: 14 samples, 6 confirming, the choice; the start is kept.
+  const std::vector<AutotuneRecord> records = search(3);
+  REQUIRE(records.size() == 21u);
+  for (int i = 0; i < 14; ++i) {
+    CHECK(records[i].phase == AutotuneRecord::Phase::kSample);
+    CHECK(records[i].sample == i + 1);
+  }
+  // The candidate against the start in alternating order: start first, then candidate first...
+  const TunedParameters candidate = records[15].parameters;
+  CHECK_FALSE(candidate == Defaults());
+  const bool start_first[] = {true, false, false, true, true, false};
+  for (int i = 0; i < 6; ++i) {
+    const AutotuneRecord& r = records[14 + i];
+    CHECK(r.phase == AutotuneRecord::Phase::kConfirm);
+    CHECK(r.sample == i + 1);
+    CHECK(r.parameters == (start_first[i] ? Defaults() : candidate));
+  }
+  const AutotuneRecord& best = records.back();
+  CHECK(best.phase == AutotuneRecord::Phase::kBest);
+  CHECK(best.sample == 1);
+  CHECK(best.parameters == Defaults());
+  CHECK(best.score == 1.0);
+}
+
+TEST_CASE("The candidate is kept only if it beats the start in every pair", "[autotune][manager]") {
+  // The candidate (the sample of the best posterior mean) scores 1.1 against the start's 1.0 in
+  // the confirming samples, except in pair `lost` (none: -1), where it scores 0.9.
+  for (int lost : {-1, 0, 1, 2}) {
+    AutotuneOptions options;
+    options.warmup_samples = 1;
+    options.max_samples = 10;  // 4 search samples, 3 pairs
+    ParameterManager m(KnobSpace(false), Defaults(), options, 0);
+    std::optional<TunedParameters> candidate;
+    const std::vector<AutotuneRecord> records = RunSearch(m, [&](const TunedParameters& p, int n) {
+      if (n == 0) return 0.5;            // warm-up
+      if (n <= 4) return Throughput(p);  // the search
+      const int pair = (n - 5) / 2;
+      if (p == Defaults()) return 1.0;
+      if (!candidate.has_value()) candidate = p;
+      return pair == lost ? 0.9 : 1.1;
+    });
+    INFO("pair lost: " << lost);
+    REQUIRE(m.done());
+    REQUIRE(records.size() == 12u);  // a warm-up, 4 samples, 6 confirming, the choice
+    REQUIRE(candidate.has_value());
+    const AutotuneRecord& best = records.back();
+    CHECK(best.phase == AutotuneRecord::Phase::kBest);
+    if (lost < 0) {
+      CHECK(m.best() == *candidate);
+      CHECK(best.sample > 1);
+      CHECK(records[static_cast<size_t>(best.sample)].parameters == *candidate);
+      CHECK(best.score == records[static_cast<size_t>(best.sample)].score);  // the search's
+    } else {
+      CHECK(m.best() == Defaults());
+      CHECK(best.sample == 1);
+    }
+    CHECK(best.parameters == m.best());
+  }
 }
 
 TEST_CASE("A new generation searches again from the last best point", "[autotune][manager]") {

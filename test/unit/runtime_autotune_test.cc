@@ -151,8 +151,9 @@ TEST_CASE("autotune: every rank switches in the same cycle and ends with rank 0'
   f.Report();
 
   INFO("rank 0's history:" << Describe(histories[0]));
-  // The start (cycle -1), then one switch per sample of the search (4): the last one keeps the
-  // choice. Warm-up samples change nothing.
+  // The start (cycle -1), then one switch per sample after the first (4 samples: 2 of the
+  // search, 2 confirming the choice against the start) and one that keeps the choice. Warm-up
+  // samples change nothing.
   REQUIRE(histories[0].size() == 5);
   CHECK(histories[0][0].cycle == -1);
   const Config c = AutotuneConfig(int64_t{64} << 20);
@@ -239,7 +240,8 @@ TEST_CASE(
   constexpr int kRanks = 4;
   testing::InProcessFabric fabric(kRanks, {0, 0, 1, 1});
   Config config = AutotuneConfig(int64_t{64} << 20);
-  config.autotune_bayes_opt_max_samples = 6;
+  // 6 samples of the search (the start and the space-filling points), 3 pairs confirming.
+  config.autotune_bayes_opt_max_samples = 12;
   config.hierarchical_allreduce = false;  // the start
   Failures f;
   std::vector<std::vector<Autotuner::Switch>> histories(kRanks);
@@ -265,7 +267,7 @@ TEST_CASE(
   f.Report();
 
   INFO("rank 0's history:" << Describe(histories[0]));
-  REQUIRE(histories[0].size() == 7);  // the start and one switch per sample
+  REQUIRE(histories[0].size() == 13);  // the start and one switch per sample
   CHECK(SameHistories(histories));
   // The knob is part of every point, and the search tried both values.
   bool tried[2] = {false, false};
