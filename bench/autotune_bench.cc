@@ -282,9 +282,13 @@ absl::StatusOr<nlohmann::json> RunAutotuneBench(const AutotuneBenchOptions& o) {
 
   CHORUS_ASSIGN_OR_RETURN(SearchResult search, Search(bench, o));
   if (print) {
-    std::printf("# search: %d steps, %.1f s (%d warm-up + %d samples of %d steps); choice: %s\n",
-                search.steps, search.seconds, o.warmup_samples, o.max_samples, o.steps_per_sample,
-                Describe(search.choice).c_str());
+    std::printf(
+        "# search: %d steps, %.1f s (%d warm-up + %d samples of %d steps), %.2f GB/s per rank "
+        "over its whole time; choice: %s\n",
+        search.steps, search.seconds, o.warmup_samples, o.max_samples, o.steps_per_sample,
+        search.seconds > 0 ? static_cast<double>(total_bytes) * search.steps / search.seconds / 1e9
+                           : 0,
+        Describe(search.choice).c_str());
     std::fflush(stdout);
   }
 
@@ -314,23 +318,27 @@ absl::StatusOr<nlohmann::json> RunAutotuneBench(const AutotuneBenchOptions& o) {
   const double tuned = contenders[1].median;
   const double best = contenders[grid_best].median;
 
-  nlohmann::json out = {{"benchmark", "autotune"},
-                        {"tensor_set", o.tensor_set},
-                        {"total_bytes", total_bytes},
-                        {"ranks", ranks},
-                        {"compute_ms", o.compute_ms},
-                        {"search",
-                         {{"steps", search.steps},
-                          {"seconds", search.seconds},
-                          {"warmup_samples", o.warmup_samples},
-                          {"max_samples", o.max_samples},
-                          {"steps_per_sample", o.steps_per_sample},
-                          {"choice", ToJson(search.choice)}}},
-                        {"grid", nlohmann::json::array()},
-                        {"comparison", nlohmann::json::array()},
-                        {"rounds", o.rounds},
-                        {"steps_per_round", o.steps},
-                        {"time_statistic", "median over rounds of the round's median step"}};
+  nlohmann::json out = {
+      {"benchmark", "autotune"},
+      {"tensor_set", o.tensor_set},
+      {"total_bytes", total_bytes},
+      {"ranks", ranks},
+      {"compute_ms", o.compute_ms},
+      {"search",
+       {{"steps", search.steps},
+        {"seconds", search.seconds},
+        // Comparable with the log's scores (docs/autotune.md).
+        {"bytes_per_second_per_rank",
+         search.seconds > 0 ? static_cast<double>(total_bytes) * search.steps / search.seconds : 0},
+        {"warmup_samples", o.warmup_samples},
+        {"max_samples", o.max_samples},
+        {"steps_per_sample", o.steps_per_sample},
+        {"choice", ToJson(search.choice)}}},
+      {"grid", nlohmann::json::array()},
+      {"comparison", nlohmann::json::array()},
+      {"rounds", o.rounds},
+      {"steps_per_round", o.steps},
+      {"time_statistic", "median over rounds of the round's median step"}};
   for (const Measured& m : grid) {
     out["grid"].push_back({{"point", ToJson(m.point)}, {"median_ms", m.median * 1e3}});
   }

@@ -8,14 +8,19 @@
 //     cycle_time_ms,hierarchical_allreduce,score_bytes_per_second
 //   0,1,warmup,134217728,4194304,262144,1,,2966215127
 //   ...
-//   0,20,sample,16777216,1048576,65536,0.37,,3411006561
-//   0,14,best,8388608,1048576,131072,0.52,,3502310003
+//   0,14,sample,16777216,1048576,65536,0.37,,3411006561
+//   0,1,confirm,134217728,4194304,262144,1,,2980113342
+//   ...
+//   0,6,confirm,8388608,1048576,131072,0.52,,3490012113
+//   0,9,best,8388608,1048576,131072,0.52,,3502310003
 //
 // (one header line, then one line per record without line breaks). `phase` is warmup (a
-// discarded sample), sample (a sample of the search) or best (the choice: `sample` is the number
-// of the sample kept, `score` its score). hierarchical_allreduce is 0 or 1 where it is tuned,
-// empty otherwise. A job that re-forms (elastic) appends its next world's search with the next
-// generation number; whoever is rank 0 then writes it.
+// discarded sample), sample (a sample of the search), confirm (a sample of the start or the
+// candidate, in turn: Note [Confirming the choice] in runtime/autotune/parameter_manager.h) or
+// best (the choice: `sample` is the number of the search sample kept, `score` its score).
+// hierarchical_allreduce is 0 or 1 where it is tuned, empty otherwise. A job that re-forms
+// (elastic) appends its next world's search with the next generation number; whoever is rank 0 then
+// writes it.
 //
 // Thread-safety: thread-compatible (rank 0's loop thread). Each line is one write(2) to a file
 // opened with O_APPEND.
