@@ -421,6 +421,20 @@ size_t BatchedCopyScratch::slot_capacity(int slot) const {
   return impl_->slots.at(static_cast<size_t>(slot)).capacity;
 }
 
+absl::Status PreloadBatchedCopyKernels() {
+  // cudaFuncGetAttributes loads the function into the current context.
+  cudaFuncAttributes attributes;
+  const void* kernels[] = {reinterpret_cast<const void*>(&InlineCopyKernel<kSmallInlineChunks>),
+                           reinterpret_cast<const void*>(&InlineCopyKernel<kMaxInlineChunks>),
+                           reinterpret_cast<const void*>(&TableCopyKernel)};
+  for (const void* kernel : kernels) {
+    if (const cudaError_t err = cudaFuncGetAttributes(&attributes, kernel); err != cudaSuccess) {
+      return CudaError(err, "cudaFuncGetAttributes (preloading the copy kernels)");
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CudaDeviceAvailable() {
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);

@@ -33,6 +33,14 @@ inline constexpr size_t kMaxInlineChunks = 160;
 // on machines without a GPU or a driver.
 absl::Status CudaDeviceAvailable();
 
+// Loads the batched-copy kernels into the current device's context now. CUDA loads a kernel at
+// its first launch by default (CUDA_MODULE_LOADING=LAZY since CUDA 12.2), and a load may wait
+// for all work on the device: a first launch while another stream is held by work that waits on
+// this thread (a host function, or a kernel spinning on a peer, as NCCL's do) would never
+// return. Call once per device before the first launch.
+// Errors: Internal with CUDA's error.
+absl::Status PreloadBatchedCopyKernels();
+
 // Per-device resources of LaunchBatchedCopy for plans larger than kMaxInlineChunks: a ring of
 // `num_slots` pinned host staging buffers, each with its device copy of the chunk table and an
 // event marking when the launch that used it has finished. A slot is reused only after its

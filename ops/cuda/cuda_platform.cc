@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -82,6 +83,7 @@ class CudaPlatform final : public GpuPlatform {
 
   absl::StatusOr<StreamHandle> CreateStream(int device) override {
     CHORUS_RETURN_IF_ERROR(UseDevice(device));
+    CHORUS_RETURN_IF_ERROR(LoadKernels(device));
     cudaStream_t stream = nullptr;
     if (const cudaError_t err = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
         err != cudaSuccess) {
@@ -138,6 +140,7 @@ class CudaPlatform final : public GpuPlatform {
   absl::StatusOr<void*> Allocate(int device, int64_t bytes) override {
     if (bytes < 0) return absl::InvalidArgumentError(absl::StrCat("Allocate of ", bytes, " bytes"));
     CHORUS_RETURN_IF_ERROR(UseDevice(device));
+    CHORUS_RETURN_IF_ERROR(LoadKernels(device));
     void* ptr = nullptr;
     // At least one byte, so that every allocation has a distinct non-null address.
     const auto size = static_cast<size_t>(bytes > 0 ? bytes : 1);
@@ -216,6 +219,19 @@ class CudaPlatform final : public GpuPlatform {
     return CudaStatus(err, absl::StrCat("cudaSetDevice(", device, ")"));
   }
 
+  // Loads chorus's kernels into the context of `device` (the current device) once. CUDA would
+  // load each at its first launch, which may wait for all work on the device: a hang when that
+  // work waits on this thread (ops/cuda/batched_copy.h, PreloadBatchedCopyKernels). Called where
+  // a device is first used for chorus's work: its streams and buffers are made before any launch.
+  absl::Status LoadKernels(int device) ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(&mu_);
+    if (kernels_loaded_.count(device) != 0) return absl::OkStatus();
+    CHORUS_RETURN_IF_ERROR(PreloadBatchedCopyKernels());
+    CHORUS_RETURN_IF_ERROR(PreloadFillKernels());
+    kernels_loaded_.insert(device);
+    return absl::OkStatus();
+  }
+
   DeviceScratch* ScratchOf(int device) ABSL_LOCKS_EXCLUDED(mu_) {
     MutexLock lock(&mu_);
     std::unique_ptr<DeviceScratch>& entry = scratches_[device];
@@ -226,6 +242,7 @@ class CudaPlatform final : public GpuPlatform {
   Mutex mu_;
   // Entries are never removed before destruction, so their addresses stay valid unlocked.
   std::map<int, std::unique_ptr<DeviceScratch>> scratches_ ABSL_GUARDED_BY(mu_);
+  std::set<int> kernels_loaded_ ABSL_GUARDED_BY(mu_);  // devices LoadKernels has prepared
 };
 
 }  // namespace

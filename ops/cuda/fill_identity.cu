@@ -80,6 +80,20 @@ absl::Status CudaError(cudaError_t err, const char* what) {
 
 }  // namespace
 
+absl::Status PreloadFillKernels() {
+  cudaFuncAttributes attributes;
+  const void* kernels[] = {reinterpret_cast<const void*>(&FillKernel<uint8_t>),
+                           reinterpret_cast<const void*>(&FillKernel<uint16_t>),
+                           reinterpret_cast<const void*>(&FillKernel<uint32_t>),
+                           reinterpret_cast<const void*>(&FillKernel<uint64_t>)};
+  for (const void* kernel : kernels) {
+    if (const cudaError_t err = cudaFuncGetAttributes(&attributes, kernel); err != cudaSuccess) {
+      return CudaError(err, "cudaFuncGetAttributes (preloading the fill kernels)");
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<uint64_t> IdentityBits(DataType dtype, ReduceOp op) {
   if (!IsReducible(dtype)) {
     return absl::InvalidArgumentError(std::string("a reduction identity for ") +

@@ -38,6 +38,10 @@ absl::StatusOr<uint64_t> IdentityBits(DataType dtype, ReduceOp op);
 absl::Status LaunchFillIdentity(void* ptr, int64_t count, DataType dtype, ReduceOp op,
                                 DeviceStream stream);
 
+// Loads the fill kernels into the current device's context now (see PreloadBatchedCopyKernels).
+// Errors: Internal with CUDA's error.
+absl::Status PreloadFillKernels();
+
 }  // namespace chorus::ops::gpu
 
 #endif  // CHORUS_OPS_CUDA_FILL_IDENTITY_H_
