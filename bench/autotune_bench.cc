@@ -38,6 +38,8 @@ constexpr int64_t kFusionThresholds[] = {256 * kKiB, 1 * kMiB, 16 * kMiB, 128 * 
 constexpr int64_t kPipelineChunks[] = {256 * kKiB, 1 * kMiB, 4 * kMiB, 16 * kMiB};
 constexpr int64_t kInplaceMins[] = {16 * kKiB, 256 * kKiB, 4 * kMiB, 64 * kMiB};
 constexpr double kCycleTimesMs[] = {0.25, 1, 5};
+// Hierarchical allreduce, where it applies to the world (the search's log says so): off, on.
+constexpr bool kHierarchical[] = {false, true};
 
 // One point of the knob space.
 struct Point {
@@ -45,19 +47,27 @@ struct Point {
   int64_t pipeline_chunk_bytes = 0;
   int64_t inplace_min_bytes = 0;
   double cycle_time_ms = 0;
+  // Present exactly where the knob applies (the world runs hierarchical allreduce: several
+  // hosts, the same number of ranks on each; docs/autotune.md).
+  std::optional<bool> hierarchical_allreduce;
 };
 
 std::string Describe(const Point& p) {
   return absl::StrCat(
       "fusion ", p.fusion_threshold_bytes / kKiB, " KiB, chunk ", p.pipeline_chunk_bytes / kKiB,
-      " KiB, in-place >= ", p.inplace_min_bytes / kKiB, " KiB, cycle ", p.cycle_time_ms, " ms");
+      " KiB, in-place >= ", p.inplace_min_bytes / kKiB, " KiB, cycle ", p.cycle_time_ms, " ms",
+      p.hierarchical_allreduce.has_value()
+          ? (*p.hierarchical_allreduce ? ", hierarchical" : ", flat")
+          : "");
 }
 
 nlohmann::json ToJson(const Point& p) {
-  return {{"fusion_threshold_bytes", p.fusion_threshold_bytes},
-          {"pipeline_chunk_bytes", p.pipeline_chunk_bytes},
-          {"inplace_min_bytes", p.inplace_min_bytes},
-          {"cycle_time_ms", p.cycle_time_ms}};
+  nlohmann::json j = {{"fusion_threshold_bytes", p.fusion_threshold_bytes},
+                      {"pipeline_chunk_bytes", p.pipeline_chunk_bytes},
+                      {"inplace_min_bytes", p.inplace_min_bytes},
+                      {"cycle_time_ms", p.cycle_time_ms}};
+  if (p.hierarchical_allreduce.has_value()) j["hierarchical_allreduce"] = *p.hierarchical_allreduce;
+  return j;
 }
 
 const char* const kKnobVariables[] = {"CHORUS_FUSION_THRESHOLD", "CHORUS_PIPELINE_CHUNK_BYTES",
@@ -66,9 +76,29 @@ const char* const kAutotuneVariables[] = {
     "CHORUS_AUTOTUNE", "CHORUS_AUTOTUNE_LOG", "CHORUS_AUTOTUNE_WARMUP_SAMPLES",
     "CHORUS_AUTOTUNE_STEPS_PER_SAMPLE", "CHORUS_AUTOTUNE_BAYES_OPT_MAX_SAMPLES"};
 
-// The knob variables of the next Init: `p`'s values, or none (chorus's defaults).
+// CHORUS_HIERARCHICAL_ALLREDUCE as the job was started with (the defaults' value, and the
+// search's start), read at the first call, before SetPoint changes it.
+const std::optional<std::string>& ConfiguredHierarchical() {
+  static const std::optional<std::string> value = []() -> std::optional<std::string> {
+    const char* v = std::getenv("CHORUS_HIERARCHICAL_ALLREDUCE");
+    if (v == nullptr) return std::nullopt;
+    return std::string(v);
+  }();
+  return value;
+}
+
+// The knob variables of the next Init: `p`'s values, or none (chorus's defaults; hierarchical
+// allreduce as configured where `p` lacks it).
 void SetPoint(const std::optional<Point>& p) {
+  const std::optional<std::string>& configured = ConfiguredHierarchical();
   for (const char* name : kKnobVariables) ::unsetenv(name);
+  if (p.has_value() && p->hierarchical_allreduce.has_value()) {
+    ::setenv("CHORUS_HIERARCHICAL_ALLREDUCE", *p->hierarchical_allreduce ? "1" : "0", 1);
+  } else if (configured.has_value()) {
+    ::setenv("CHORUS_HIERARCHICAL_ALLREDUCE", configured->c_str(), 1);
+  } else {
+    ::unsetenv("CHORUS_HIERARCHICAL_ALLREDUCE");
+  }
   if (!p.has_value()) return;
   ::setenv("CHORUS_FUSION_THRESHOLD", absl::StrCat(p->fusion_threshold_bytes).c_str(), 1);
   ::setenv("CHORUS_PIPELINE_CHUNK_BYTES", absl::StrCat(p->pipeline_chunk_bytes).c_str(), 1);
@@ -151,6 +181,13 @@ absl::StatusOr<Point> ParseChoice(const std::string& line) {
       !absl::SimpleAtoi(f[5], &p.inplace_min_bytes) || !absl::SimpleAtod(f[6], &p.cycle_time_ms)) {
     return absl::InternalError(absl::StrCat("autotune: cannot read the log's choice: ", line));
   }
+  if (f[7] == "0" || f[7] == "1") {
+    p.hierarchical_allreduce = f[7] == "1";
+  } else if (!f[7].empty()) {
+    return absl::InternalError(
+        absl::StrCat("autotune: the log's choice has hierarchical_allreduce \"", f[7],
+                     "\" (expected 0, 1 or empty): ", line));
+  }
   return p;
 }
 
@@ -207,20 +244,26 @@ struct Measured {
   double median = 0;  // seconds per step
 };
 
-// Phase 2: every point of the grid, fastest first.
-absl::StatusOr<std::vector<Measured>> Grid(StepBench& bench, const AutotuneBenchOptions& o) {
+// Phase 2: every point of the grid, fastest first; with hierarchical allreduce off and on
+// where `hierarchical` (the knob applies, as the search found), twice as many points.
+absl::StatusOr<std::vector<Measured>> Grid(StepBench& bench, const AutotuneBenchOptions& o,
+                                           bool hierarchical) {
+  std::vector<std::optional<bool>> hierarchy = {std::nullopt};
+  if (hierarchical) hierarchy.assign(std::begin(kHierarchical), std::end(kHierarchical));
   std::vector<Measured> grid;
   for (int64_t fusion : kFusionThresholds) {
     for (int64_t chunk : kPipelineChunks) {
       for (int64_t inplace : kInplaceMins) {
         for (double cycle : kCycleTimesMs) {
-          const Point p{fusion, chunk, inplace, cycle};
-          SetPoint(p);
-          CHORUS_RETURN_IF_ERROR(Restart());
-          CHORUS_RETURN_IF_ERROR(Verify(bench, Describe(p)));
-          CHORUS_ASSIGN_OR_RETURN(std::vector<double> times,
-                                  TimeSteps(bench, o.grid_warmup, o.grid_steps, o.compute_ms));
-          grid.push_back({p, Summarize(times).median});
+          for (const std::optional<bool>& h : hierarchy) {
+            const Point p{fusion, chunk, inplace, cycle, h};
+            SetPoint(p);
+            CHORUS_RETURN_IF_ERROR(Restart());
+            CHORUS_RETURN_IF_ERROR(Verify(bench, Describe(p)));
+            CHORUS_ASSIGN_OR_RETURN(std::vector<double> times,
+                                    TimeSteps(bench, o.grid_warmup, o.grid_steps, o.compute_ms));
+            grid.push_back({p, Summarize(times).median});
+          }
         }
       }
     }
@@ -292,7 +335,8 @@ absl::StatusOr<nlohmann::json> RunAutotuneBench(const AutotuneBenchOptions& o) {
     std::fflush(stdout);
   }
 
-  CHORUS_ASSIGN_OR_RETURN(std::vector<Measured> grid, Grid(bench, o));
+  CHORUS_ASSIGN_OR_RETURN(std::vector<Measured> grid,
+                          Grid(bench, o, search.choice.hierarchical_allreduce.has_value()));
   if (print) {
     std::printf("# grid: %zu points; fastest (median of %d steps):\n", grid.size(), o.grid_steps);
     for (size_t i = 0; i < std::min<size_t>(grid.size(), 5); ++i) {

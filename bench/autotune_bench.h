@@ -8,7 +8,9 @@
 //   2. grid: for every point of the grid (4 fusion thresholds x 4 pipeline chunks x 4 in-place
 //      minimums x 3 cycle times, chorus's defaults among them), chorus re-initialised with those
 //      values runs `grid_warmup` untimed and `grid_steps` timed steps; the points are ranked by
-//      their median step;
+//      their median step. Where hierarchical allreduce is a knob of the search (its log's choice
+//      has a value for it: several hosts, the same number of ranks on each), every point runs
+//      with it off and on (384 points), and the choice is compared with its value;
 //   3. comparison: the defaults, the autotuned choice and the grid's best `grid_finalists`
 //      points, each re-initialised, warmed up and timed for `steps` steps, in turn, for `rounds`
 //      rounds (the order rotating each round). A configuration's time is the median over rounds
