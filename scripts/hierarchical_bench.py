@@ -37,14 +37,9 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-CLUSTER_DIR = os.path.join(HERE, '..', 'test', 'cluster')
-sys.path.insert(0, CLUSTER_DIR)
+from cluster_jobs import (HIERARCHICAL_FLAGS, PYTHON, SHAPES, chorusrun_argv, hosts_of_ranks,
+                          job_env, shaped)
 
-PYTHON = '/usr/bin/python3'
-UCX_TCP = ['/usr/bin/env', 'UCX_TLS=tcp,self']
-SHAPES = {'2x2': [('n1', 2), ('n2', 2)], '3x2': [('n1', 2), ('n2', 2), ('n3', 2)]}
-HIERARCHICAL_FLAGS = ['--hierarchical-allreduce', '--hierarchical-allgather']
 REPEAT = 3  # allreduces of S measured per bytes job
 
 
@@ -115,10 +110,6 @@ def parse_bytes(text):
     return int(text)
 
 
-def hosts_of_ranks(shape):
-    return [h for h, slots in SHAPES[shape] for _ in range(slots)]
-
-
 def ring_link_bytes(hosts, s):
     """A ring in rank order (chorus's flat UCX allreduce above 64 KiB: reduce-scatter then
     allgather, each rank sending (p - 1) / p of the data to the next): per host, the bytes its
@@ -179,20 +170,12 @@ class Bench:
     def __init__(self, cluster, args):
         self.c = cluster
         self.args = args
-        self.env = cluster.env(UCX_TLS='tcp,self', OMPI_MCA_mpi_yield_when_idle='1',
-                               PYTHONDONTWRITEBYTECODE='1')
-        for item in args.env:  # chorusrun forwards CHORUS_* and HOROVOD_* to every rank
-            key, value = item.split('=', 1)
-            self.env[key] = value
+        self.env = job_env(cluster, args.env)
 
     def argv(self, shape, mode, algorithm, worker_args):
-        hosts = SHAPES[shape]
-        np = sum(s for _, s in hosts)
-        return self.c.launcher_argv(
-            [self.args.chorusrun, '-np', str(np), '-H', ','.join(f'{h}:{s}' for h, s in hosts)] +
-            (['--gloo', '--network-interface', 'chcl0'] if mode == 'gloo' else []) +
-            (HIERARCHICAL_FLAGS if algorithm == 'hierarchical' else []) + UCX_TCP +
-            [PYTHON, os.path.abspath(__file__), '--worker'] + worker_args)
+        return chorusrun_argv(self.c, self.args.chorusrun, shape, mode,
+                              [PYTHON, os.path.abspath(__file__), '--worker'] + worker_args,
+                              HIERARCHICAL_FLAGS if algorithm == 'hierarchical' else [])
 
     def counters(self, shape):
         return {h: self.c.counters(h) for h, _ in SHAPES[shape]}
@@ -294,20 +277,15 @@ def driver(args):
         if 'resnet50' in args.what:
             print(f'\n== ResNet-50 gradients per step, every host link at {args.rate} (tbf)',
                   flush=True)
-            for h in c.hosts:
-                c.shape(h.name, rate=args.rate)
-            try:
+            with shaped(c, args.rate):
                 run_steps(bench, args, results, 'resnet50')
-            finally:
-                for h in c.hosts:
-                    c.unshape(h.name)
         for what, title in (('tiny', '1000 x 1 KiB'), ('one', 'one tensor of 1000 KiB'),
                             ('scalar', 'one float32')):
             if what not in args.what:
                 continue
             print(f'\n== {title} per step, {args.delay_ms} ms one-way delay between hosts '
                   '(user-space delay line: test/cluster/delay_line.py)', flush=True)
-            import delay_line
+            import delay_line  # test/cluster/delay_line.py (on the path: cluster_jobs)
             with delay_line.DelayLine(c, args.delay_ms):
                 run_steps(bench, args, results, what)
     if args.json:
