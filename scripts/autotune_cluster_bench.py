@@ -7,7 +7,7 @@ With 2 hosts of 2 ranks each, hierarchical allreduce is a knob of the search and
 
     sudo PYTHONPATH=$PWD/build/python nice -n 5 scripts/autotune_cluster_bench.py \\
         --chorusrun build/launcher/chorusrun --chorus-bench build/bench/chorus_bench \\
-        [--shape 2x2] [--rate 1gbit] [--timeout 1500] [--json FILE] -- [chorus_bench autotune options]
+        [--shape 2x2] [--rate 1gbit|none] [--timeout 1500] [--json FILE] -- [chorus_bench autotune options]
 
 Everything after `--` goes to `chorus_bench autotune` (bench/autotune_bench.h), e.g.
 `--tensor-set resnet50 --grid-warmup 0 --grid-steps 1 --rounds 3 --steps 4 --warmup 1`. Prints
@@ -17,6 +17,7 @@ Needs root and the cluster's requirements (test/cluster/README.md); prints SKIP 
 otherwise. Timing is for comparison within the run: every rank shares this machine's cores.
 """
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -60,7 +61,8 @@ def main():
     parser.add_argument('--chorusrun', required=True)
     parser.add_argument('--chorus-bench', required=True)
     parser.add_argument('--shape', default='2x2', choices=['2x2', '3x2'])
-    parser.add_argument('--rate', default='1gbit', help='tbf rate of every host link')
+    parser.add_argument('--rate', default='1gbit',
+                        help="tbf rate of every host link; 'none': links not limited")
     parser.add_argument('--timeout', type=float, default=1500, help='seconds for the job')
     parser.add_argument('--json', help='also keep chorus_bench\'s JSON here')
     parser.add_argument('bench_args', nargs='*', help='chorus_bench autotune options (after --)')
@@ -72,12 +74,14 @@ def main():
         return cluster.SKIP_STATUS
     with tempfile.TemporaryDirectory(prefix='autotune_cluster_') as tmp, \
             cluster.Cluster(len(SHAPES[args.shape])) as c, \
-            shaped(c, args.rate):
+            (contextlib.nullcontext() if args.rate == 'none' else shaped(c, args.rate)):
         json_path = args.json and os.path.abspath(args.json) or os.path.join(tmp, 'result.json')
         command = [os.path.abspath(args.chorus_bench), 'autotune', '--json', json_path,
                    '--autotune-log', os.path.join(tmp, 'autotune.csv')] + args.bench_args
         argv = chorusrun_argv(c, os.path.abspath(args.chorusrun), args.shape, 'mpi', command)
-        print(f'# {args.shape}, every host link at {args.rate} (tbf), MPI mode, '
+        links = 'host links not limited' if args.rate == 'none' else \
+            f'every host link at {args.rate} (tbf)'
+        print(f'# {args.shape}, {links}, MPI mode, '
               f'UCX_TLS=tcp,self: {" ".join(command)}', flush=True)
         start = time.monotonic()
         job = subprocess.Popen(argv, env=job_env(c))
