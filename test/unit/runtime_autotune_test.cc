@@ -5,6 +5,7 @@
 // where hierarchical allreduce can run, the knob joins the search and each switch changes the
 // algorithm the ranks' allreduces actually run (HierarchicalBackend's calls, as the loop counts
 // them), with results still exact.
+#include <functional>
 #include <latch>
 #include <mutex>
 #include <string>
@@ -18,27 +19,12 @@
 #include "runtime/runtime.h"
 #include "test/support/fast_cycle_config.h"
 #include "test/support/in_process_fabric.h"
+#include "test/support/rank_failures.h"
 
 namespace chorus::runtime {
 namespace {
 
-// Failures of rank threads, reported on the main thread (Catch2 is not thread-safe).
-class Failures {
- public:
-  void Check(bool ok, int rank, const std::string& what) {
-    if (ok) return;
-    std::lock_guard<std::mutex> lock(mu_);
-    messages_.push_back(absl::StrCat("rank thread ", rank, ": ", what));
-  }
-  void Report() {
-    for (const std::string& m : messages_) FAIL_CHECK(m);
-    CHECK(messages_.empty());
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<std::string> messages_;
-};
+using testing::Failures;
 
 Config AutotuneConfig(int64_t fusion_threshold_bytes) {
   Config c = testing::FastCycleConfig();
@@ -102,6 +88,33 @@ bool TrainUntilTuned(Runtime& rt, Failures& f, int who, int max_steps) {
   return false;
 }
 
+// `ranks` runtimes over `fabric` with `config`, one thread each, each running `train` (runtime,
+// rank); returns every rank's autotune history, taken before any rank shuts down.
+std::vector<std::vector<Autotuner::Switch>> RunRanks(
+    testing::InProcessFabric& fabric, int ranks, const Config& config, Failures& f,
+    const std::function<void(Runtime&, int)>& train) {
+  std::vector<std::vector<Autotuner::Switch>> histories(static_cast<size_t>(ranks));
+  std::latch done(ranks);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < ranks; ++r) {
+    threads.emplace_back([&, r] {
+      absl::StatusOr<std::unique_ptr<Runtime>> rt =
+          Runtime::Create(config, fabric.CreateController(r));
+      f.Check(rt.ok(), r, rt.status().ToString());
+      if (!rt.ok()) {
+        done.count_down();
+        return;
+      }
+      train(**rt, r);
+      histories[static_cast<size_t>(r)] = (*rt)->TEST_autotune_history();
+      done.arrive_and_wait();
+      (*rt)->Shutdown();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  return histories;
+}
+
 std::string Describe(const std::vector<Autotuner::Switch>& history) {
   std::string text;
   for (const Autotuner::Switch& s : history) {
@@ -129,25 +142,9 @@ TEST_CASE("autotune: every rank switches in the same cycle and ends with rank 0'
   constexpr int kRanks = 3;
   testing::InProcessFabric fabric(kRanks);
   Failures f;
-  std::vector<std::vector<Autotuner::Switch>> histories(kRanks);
-  std::latch done(kRanks);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < kRanks; ++r) {
-    threads.emplace_back([&, r] {
-      absl::StatusOr<std::unique_ptr<Runtime>> rt =
-          Runtime::Create(AutotuneConfig(int64_t{64} << 20), fabric.CreateController(r));
-      f.Check(rt.ok(), r, rt.status().ToString());
-      if (!rt.ok()) {
-        done.count_down();
-        return;
-      }
-      TrainUntilTuned(**rt, f, r, 400);
-      histories[r] = (*rt)->TEST_autotune_history();
-      done.arrive_and_wait();
-      (*rt)->Shutdown();
-    });
-  }
-  for (std::thread& t : threads) t.join();
+  const std::vector<std::vector<Autotuner::Switch>> histories =
+      RunRanks(fabric, kRanks, AutotuneConfig(int64_t{64} << 20), f,
+               [&](Runtime& rt, int r) { TrainUntilTuned(rt, f, r, 400); });
   f.Report();
 
   INFO("rank 0's history:" << Describe(histories[0]));
@@ -244,26 +241,11 @@ TEST_CASE(
   config.autotune_bayes_opt_max_samples = 12;
   config.hierarchical_allreduce = false;  // the start
   Failures f;
-  std::vector<std::vector<Autotuner::Switch>> histories(kRanks);
   std::vector<std::vector<StepRecord>> records(kRanks);
-  std::latch done(kRanks);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < kRanks; ++r) {
-    threads.emplace_back([&, r] {
-      absl::StatusOr<std::unique_ptr<Runtime>> rt =
-          Runtime::Create(config, fabric.CreateController(r));
-      f.Check(rt.ok(), r, rt.status().ToString());
-      if (!rt.ok()) {
-        done.count_down();
-        return;
-      }
-      records[r] = TrainRecordingAlgorithms(**rt, f, r, 600, /*after=*/3);
-      histories[r] = (*rt)->TEST_autotune_history();
-      done.arrive_and_wait();
-      (*rt)->Shutdown();
-    });
-  }
-  for (std::thread& t : threads) t.join();
+  const std::vector<std::vector<Autotuner::Switch>> histories =
+      RunRanks(fabric, kRanks, config, f, [&](Runtime& rt, int r) {
+        records[r] = TrainRecordingAlgorithms(rt, f, r, 600, /*after=*/3);
+      });
   f.Report();
 
   INFO("rank 0's history:" << Describe(histories[0]));
@@ -320,25 +302,8 @@ TEST_CASE("autotune: hosts with different numbers of ranks leave hierarchical al
   Config config = AutotuneConfig(int64_t{64} << 20);
   config.hierarchical_allreduce = true;  // asked for, but this layout cannot run it
   Failures f;
-  std::vector<std::vector<Autotuner::Switch>> histories(kRanks);
-  std::latch done(kRanks);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < kRanks; ++r) {
-    threads.emplace_back([&, r] {
-      absl::StatusOr<std::unique_ptr<Runtime>> rt =
-          Runtime::Create(config, fabric.CreateController(r));
-      f.Check(rt.ok(), r, rt.status().ToString());
-      if (!rt.ok()) {
-        done.count_down();
-        return;
-      }
-      TrainUntilTuned(**rt, f, r, 400);
-      histories[r] = (*rt)->TEST_autotune_history();
-      done.arrive_and_wait();
-      (*rt)->Shutdown();
-    });
-  }
-  for (std::thread& t : threads) t.join();
+  const std::vector<std::vector<Autotuner::Switch>> histories = RunRanks(
+      fabric, kRanks, config, f, [&](Runtime& rt, int r) { TrainUntilTuned(rt, f, r, 400); });
   f.Report();
   INFO("rank 0's history:" << Describe(histories[0]));
   REQUIRE(histories[0].size() == 5);

@@ -15,6 +15,7 @@
 #include "runtime/runtime.h"
 #include "test/support/fast_cycle_config.h"
 #include "test/support/in_process_fabric.h"
+#include "test/support/rank_failures.h"
 
 namespace chorus::runtime {
 namespace {
@@ -27,23 +28,7 @@ Config ReformConfig() {
   return c;
 }
 
-// Failures of rank threads, reported on the main thread (Catch2 is not thread-safe).
-class Failures {
- public:
-  void Check(bool ok, int rank, const std::string& what) {
-    if (ok) return;
-    std::lock_guard<std::mutex> lock(mu_);
-    messages_.push_back(absl::StrCat("rank thread ", rank, ": ", what));
-  }
-  void Report() {
-    for (const std::string& m : messages_) FAIL_CHECK(m);
-    CHECK(messages_.empty());
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<std::string> messages_;
-};
+using testing::Failures;
 
 OpRequest SumOf(const std::string& name, std::vector<float>& data) {
   OpRequest r;
