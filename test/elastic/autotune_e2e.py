@@ -31,6 +31,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, '..', 'support'))
 import autotune_log  # noqa: E402
+from discovery_file import DiscoveryFile  # noqa: E402
 
 WORKER = os.path.join(HERE, 'autotune_worker.py')
 TIMEOUT = 180  # seconds, the whole job
@@ -42,11 +43,8 @@ class Job:
     def __init__(self, chorusrun):
         self.dir = tempfile.mkdtemp(prefix='elastic_autotune_')
         self.log = self.path('autotune.csv')
-        self.write_hosts('127.0.0.1:1\nlocalhost:1\n')
-        script = self.path('discover.sh')
-        with open(script, 'w') as f:
-            f.write(f'#!/bin/sh\ncat {self.path("hosts")}\n')
-        os.chmod(script, 0o755)
+        self.discovery = DiscoveryFile(self.dir, '127.0.0.1:1\nlocalhost:1\n')
+        script = self.discovery.script
         env = dict(os.environ, ELASTIC_TEST_DIR=self.dir, CHORUS_ELASTIC_DISCOVERY_INTERVAL='0.05')
         self.out = open(self.path('stdout'), 'w')
         self.err = open(self.path('stderr'), 'w')
@@ -60,11 +58,6 @@ class Job:
 
     def path(self, name):
         return os.path.join(self.dir, name)
-
-    def write_hosts(self, text):
-        with open(self.path('hosts.tmp'), 'w') as f:
-            f.write(text)
-        os.replace(self.path('hosts.tmp'), self.path('hosts'))
 
     def read(self, name):
         try:
@@ -112,9 +105,9 @@ def run(chorusrun):
     job = Job(chorusrun)
     try:
         job.wait_for("generation 0's choice", lambda: job.chose(0))
-        job.write_hosts('127.0.0.1:1\nlocalhost:2\n')
+        job.discovery.write('127.0.0.1:1\nlocalhost:2\n')
         job.wait_for("generation 1's choice", lambda: job.chose(1))
-        job.write_hosts('localhost:2\n')
+        job.discovery.write('localhost:2\n')
         job.wait_for("generation 2's choice", lambda: job.chose(2))
         open(job.path('release'), 'w').close()
         status = job.finish()
