@@ -22,6 +22,7 @@
 #include "runtime/mpi/mpi_controller.h"
 #include "runtime/ucx/controller_address_exchange.h"
 #include "runtime/ucx/ucx_controller.h"
+#include "test/support/hierarchical_inputs.h"
 #include "test/support/summation_bound.h"
 #include "test/support/typed_values.h"
 
@@ -77,27 +78,6 @@ std::unique_ptr<ops::HierarchicalBackend> Build(runtime::Controller& controller,
   return backend.ok() ? *std::move(backend) : nullptr;
 }
 
-bool IsFloat(DataType d) {
-  return d == DataType::kFloat16 || d == DataType::kBfloat16 || d == DataType::kFloat32 ||
-         d == DataType::kFloat64;
-}
-
-// Rank `rank`'s element i (no integer overflow on 6 ranks; products of small factors).
-double Value(DataType d, ReduceOp op, int rank, int64_t i) {
-  const int64_t h = (rank * 7919 + i * 104729 + static_cast<int64_t>(d) * 31) % 1000003;
-  if (!IsFloat(d)) {
-    if (op == ReduceOp::kProduct) return 1 + h % 2;
-    return d == DataType::kUint8 ? static_cast<double>(h % 41) : static_cast<double>(h % 41) - 20;
-  }
-  const double unit = static_cast<double>(h % 2001) / 1000.0 - 1.0;  // [-1, 1]
-  if (op == ReduceOp::kProduct) return (h % 2 == 0 ? 1 : -1) * (0.5 + std::abs(unit));
-  return unit;
-}
-
-const DataType kReducible[] = {DataType::kUint8,    DataType::kInt8,    DataType::kInt16,
-                               DataType::kInt32,    DataType::kInt64,   DataType::kFloat16,
-                               DataType::kBfloat16, DataType::kFloat32, DataType::kFloat64};
-
 // The simulated layouts of this world: host by host and interleaved, local size 2 (and 3 with 6
 // ranks).
 std::vector<std::vector<int32_t>> Layouts(int n) {
@@ -133,7 +113,7 @@ TEST_CASE("Hierarchical allreduce over MPI and UCX sub-groups equals the flat on
       CHECK(backend != nullptr);
       if (backend == nullptr) continue;
       const int local_size = backend->layout().local_size;
-      for (DataType d : kReducible) {
+      for (DataType d : testing::kReducibleDtypes) {
         for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct}) {
           for (int64_t count : {int64_t{local_size}, int64_t{5}, int64_t{1001}, int64_t{70001}}) {
             for (bool in_place : {false, true}) {
@@ -142,7 +122,8 @@ TEST_CASE("Hierarchical allreduce over MPI and UCX sub-groups equals the flat on
                                       << ", count " << count << (in_place ? ", in place" : ""));
               const size_t bytes = static_cast<size_t>(count) * DataTypeSize(d);
               std::vector<std::byte> input(bytes), flat(bytes), hier(bytes);
-              for (int64_t i = 0; i < count; ++i) Store(d, input.data(), i, Value(d, op, rank, i));
+              for (int64_t i = 0; i < count; ++i)
+                Store(d, input.data(), i, testing::HierarchicalInput(d, op, rank, i));
               backend->set_modes({false, false});
               CHECK(backend->Allreduce(input.data(), flat.data(), count, d, op).ok());
               backend->set_modes({true, false});
@@ -151,19 +132,13 @@ TEST_CASE("Hierarchical allreduce over MPI and UCX sub-groups equals the flat on
                   backend
                       ->Allreduce(in_place ? hier.data() : input.data(), hier.data(), count, d, op)
                       .ok());
-              if (!IsFloat(d) || op == ReduceOp::kMin || op == ReduceOp::kMax) {
+              if (!testing::IsFloat(d) || op == ReduceOp::kMin || op == ReduceOp::kMax) {
                 CHECK(hier == flat);  // bit for bit
                 continue;
               }
               int64_t outside = 0;
               for (int64_t i = 0; i < count; ++i) {
-                double magnitude = op == ReduceOp::kProduct ? 1.0 : 0.0;
-                for (int r = 0; r < n; ++r) {
-                  std::byte one[8];
-                  Store(d, one, 0, Value(d, op, r, i));
-                  const double x = std::abs(Load(d, one, 0));
-                  magnitude = op == ReduceOp::kProduct ? magnitude * x : magnitude + x;
-                }
+                const double magnitude = testing::HierarchicalInputMagnitude(d, op, n, i);
                 const double f = Load(d, flat.data(), i), h = Load(d, hier.data(), i);
                 if (std::abs(h - f) > testing::SummationOrderBound(d, n, magnitude, std::abs(f))) {
                   ++outside;

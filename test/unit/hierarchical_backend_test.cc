@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include <catch2/catch.hpp>
 
+#include "test/support/hierarchical_inputs.h"
 #include "test/support/in_process_fabric.h"
 #include "test/support/summation_bound.h"
 #include "test/support/typed_values.h"
@@ -25,6 +26,10 @@
 namespace chorus::ops {
 namespace {
 
+using testing::HierarchicalInput;
+using testing::HierarchicalInputMagnitude;
+using testing::IsFloat;
+using testing::kReducibleDtypes;
 using testing::Load;
 using testing::Store;
 
@@ -68,44 +73,6 @@ void RunOnHosts(const std::vector<int>& host_of_rank, const RankFn& fn) {
   for (const std::string& e : errors) CHECK(e.empty());
 }
 
-bool IsFloat(DataType d) {
-  return d == DataType::kFloat16 || d == DataType::kBfloat16 || d == DataType::kFloat32 ||
-         d == DataType::kFloat64;
-}
-
-// SplitMix64 (Steele, Lea and Flood): advances `state` and returns the next well-mixed value.
-uint64_t SplitMix64(uint64_t& state) {
-  uint64_t z = (state += 0x9e3779b97f4a7c15u);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
-  return z ^ (z >> 31);
-}
-
-// Rank `rank`'s element i: small enough that no integer sum or product overflows on 6 ranks.
-double Value(DataType d, ReduceOp op, int rank, int64_t i) {
-  // A hash of (rank, i, dtype, op) rather than a seeded engine per element: seeding
-  // std::mt19937_64 fills 2.5 KB of state, which made this test's inputs its main cost.
-  uint64_t state = static_cast<uint64_t>(rank) * 1000003u + static_cast<uint64_t>(i) * 7919u +
-                   static_cast<uint64_t>(d) * 31u + static_cast<uint64_t>(op);
-  const auto next = [&state] { return SplitMix64(state); };
-  const bool is_unsigned = d == DataType::kUint8;
-  if (!IsFloat(d)) {
-    if (op == ReduceOp::kProduct) return 1.0 + static_cast<double>(next() % 2);
-    const int v = static_cast<int>(next() % 41);
-    return is_unsigned ? v : v - 20;
-  }
-  // Uniform in [-1, 1) from the top 53 bits.
-  const auto unit = [&] { return static_cast<double>(next() >> 11) * 0x1.0p-52 - 1.0; };
-  if (op == ReduceOp::kProduct) {
-    const double magnitude = 0.5 + std::abs(unit());
-    return next() % 2 == 0 ? magnitude : -magnitude;
-  }
-  return unit();
-}
-
-constexpr DataType kReducible[] = {DataType::kUint8,    DataType::kInt8,    DataType::kInt16,
-                                   DataType::kInt32,    DataType::kInt64,   DataType::kFloat16,
-                                   DataType::kBfloat16, DataType::kFloat32, DataType::kFloat64};
 constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct};
 
 // One rank's outputs of one case.
@@ -131,7 +98,7 @@ TEST_CASE("Hierarchical allreduce equals the flat one: every dtype and op, uneve
     bool in_place;
   };
   std::vector<Case> cases;
-  for (DataType d : kReducible) {
+  for (DataType d : kReducibleDtypes) {
     for (ReduceOp op : kOps) {
       for (int64_t count : counts) {
         for (bool in_place : {false, true}) cases.push_back({d, op, count, in_place});
@@ -149,7 +116,7 @@ TEST_CASE("Hierarchical allreduce equals the flat one: every dtype and op, uneve
       const int64_t bytes = k.count * static_cast<int64_t>(DataTypeSize(k.dtype));
       std::vector<std::byte> input(static_cast<size_t>(bytes));
       for (int64_t i = 0; i < k.count; ++i) {
-        Store(k.dtype, input.data(), i, Value(k.dtype, k.op, rank, i));
+        Store(k.dtype, input.data(), i, HierarchicalInput(k.dtype, k.op, rank, i));
       }
       Outputs& o = out[c][rank];
       o.flat.assign(input.size(), std::byte{0});
@@ -186,13 +153,7 @@ TEST_CASE("Hierarchical allreduce equals the flat one: every dtype and op, uneve
     }
     int64_t worst = -1;
     for (int64_t i = 0; i < k.count && worst < 0; ++i) {
-      double magnitude = k.op == ReduceOp::kProduct ? 1.0 : 0.0;
-      for (int r = 0; r < n; ++r) {
-        std::byte one[8];
-        Store(k.dtype, one, 0, Value(k.dtype, k.op, r, i));  // as the rank sent it
-        const double x = std::abs(Load(k.dtype, one, 0));
-        magnitude = k.op == ReduceOp::kProduct ? magnitude * x : magnitude + x;
-      }
+      const double magnitude = HierarchicalInputMagnitude(k.dtype, k.op, n, i);
       const double h = Load(k.dtype, out[c][0].hierarchical.data(), i);
       const double f = Load(k.dtype, out[c][0].flat.data(), i);
       const double bound = testing::SummationOrderBound(k.dtype, n, magnitude, std::abs(f));
@@ -201,7 +162,7 @@ TEST_CASE("Hierarchical allreduce equals the flat one: every dtype and op, uneve
     CHECK(worst == -1);
   }
   // Counts below the local size run flat, every other one hierarchically.
-  const int64_t per_count = static_cast<int64_t>(std::size(kReducible) * std::size(kOps) * 2);
+  const int64_t per_count = static_cast<int64_t>(std::size(kReducibleDtypes) * std::size(kOps) * 2);
   for (int r = 0; r < n; ++r) {
     CHECK(counters[r].hierarchical_allreduces == per_count * 4);
     CHECK(counters[r].flat_allreduces == per_count * 6);  // the flat runs and count L - 1
