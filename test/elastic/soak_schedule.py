@@ -333,6 +333,15 @@ class PolicyModel:
         for h in cooling:
             self.blacklisted.discard(h)
 
+    def settle(self):
+        """Before an event at a step: the job trains only with --min-np workers or more, so a
+        hold whose joiners are just enough to end it has ended with all of them placed (after
+        the survivors, in the order they were started)."""
+        needed = self.min_np - len(self.placed)
+        if self.pending and needed == len(self.pending):
+            self.placed += self.pending
+            self.pending = []
+
     def lose(self, rank, kind, in_reset=False):
         """The worker of `rank` (certain: below len(placed)) ends by `kind`; returns its host.
         `in_reset`: the phase of a loss that strikes while the others re-form after another
@@ -361,13 +370,21 @@ class PolicyModel:
             self.max_slots[h] = max(self.max_slots.get(h, 0), s)
         self.order = [h for h in self.order if h in self.listed] + sorted(
             h for h in self.listed if h not in self.order)
-        kept = [w for w in self.placed if w.host in self.listed and w.slot < self.listed[w.host]]
+        def stays(w):
+            return w.host in self.listed and w.slot < self.listed[w.host]
+
+        kept = [w for w in self.placed if stays(w)]
         released = len(kept) < len(self.placed)
+        # A joiner that may have joined already is released in a generation of its own, when
+        # none of the placed workers is.
+        maybe_released = not released and any(not stays(w) for w in self.pending)
         self.placed = kept
         self.certain_join = 0
         # A release takes effect at the workers' next commit, and discovery sees the change
         # within an interval: a loss soon after may share its generation.
         self._replan('', published=released, certain=False)
+        if maybe_released and not self.ended:
+            self.resets[1] += 1
         return released
 
     def exit0(self):
@@ -412,14 +429,16 @@ def draw(seed, names):
     last_step = epochs * (samples // (12 * max_np)) - 3
     step = 1
     for i in range(n_events):
-        if not model.can_go_on() or step + 4 > last_step:
+        first = step + 2 if i == 0 else step + 6  # the earliest step this event may strike at
+        if not model.can_go_on() or max(first, step + 4) > last_step:
             break
-        step = rnd.randint(step + 2 if i == 0 else step + 6, min(last_step, step + 14))
+        step = rnd.randint(first, min(last_step, step + 14))
         kinds = ['kill'] * 3 + ['stop'] * 2 + ['term'] * 2 + ['raise'] * 2 + ['exit0']
         kinds += ['ext_kill', 'ext_stop', 'ext_term', 'remove_host']
         if reserve and reserve[0] not in model.listed:
             kinds += ['add_host'] * 2
         kind = rnd.choice(kinds)
+        model.settle()
         size = len(model.placed)
         rank = 0 if rnd.random() < 0.35 else rnd.randint(0, size - 1)
         eid = f'e{len(events)}'
@@ -519,6 +538,8 @@ def replay_events(model, events):
             e.must_strike = False
             continue
         e.must_strike = e.phase in ('step', 'soak')
+        if e.must_strike:
+            model.settle()
         if e.kind in HOST_KINDS:
             model.change_hosts([(line.split(':')[0], int(line.split(':')[1]))
                                 for line in e.hosts.splitlines()])

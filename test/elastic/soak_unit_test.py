@@ -77,6 +77,29 @@ def test_model_hold_ends_with_a_join_for_certain():
     assert m.held and m.expectation().resets == (2, 2)
 
 
+def test_model_a_hold_has_ended_by_the_next_step_and_its_joiner_can_be_released():
+    # Seed 312 of the soak: hosts 127.0.0.1:1, vm:2, LOCALHOST:1, localhost:1, -np 3 --min-np 3.
+    # Rank 0 (127.0.0.1) leaves after SIGTERM: held (generation 1) until its slot's joiner joins
+    # (generation 2). Training goes on only then, so at a later step that joiner is rank 2, and
+    # removing 127.0.0.1 releases it (generation 3, on hold) and a joiner on vm ends the hold
+    # (generation 4).
+    m = model([('127.0.0.1', 1), ('vm', 2), ('LOCALHOST', 1), ('localhost', 1)], 3, 3)
+    assert m.hosts_by_rank() == ['127.0.0.1', 'LOCALHOST', 'localhost']
+    m.lose(0, 'term')
+    assert m.held and m.expectation().resets == (2, 2)
+    m.settle()
+    assert m.hosts_by_rank() == ['LOCALHOST', 'localhost', '127.0.0.1'] and not m.pending
+    assert m.change_hosts([('vm', 2), ('LOCALHOST', 1), ('localhost', 1)])
+    assert m.expectation().resets == (3, 4)
+    # A joiner not needed to end a hold may or may not have joined: its release may publish.
+    m = model([('a', 1), ('b', 1)], 3, 1)
+    assert not m.change_hosts([('a', 1), ('b', 1), ('c', 1)])
+    m.settle()
+    assert m.pending and m.expectation().resets == (0, 1)
+    assert not m.change_hosts([('a', 1), ('b', 1)])
+    assert m.expectation().resets == (0, 2)
+
+
 def test_model_failure_releases_the_other_workers_of_the_host():
     m = model([('a', 2), ('b', 1), ('c', 1)], 3, 1)
     assert m.hosts_by_rank() == ['a', 'a', 'b']

@@ -108,6 +108,11 @@ def _reform():
     global _topology
     try:
         _C.reform()
+    except ChorusError as e:
+        # The generation this worker adopted was replaced while the world formed, and
+        # chorusrun released it from the newer one.
+        exit_if_released(e)
+        raise
     finally:
         _topology = None
         _ps._teardown()
