@@ -43,7 +43,16 @@ ParameterManager::ParameterManager(KnobSpace space, TunedParameters start, Autot
       warmup_left_(options.warmup_samples),
       pairs_(ConfirmPairs(options)),
       current_(space_.Conform(std::move(start))),
-      best_(current_) {}
+      best_(current_) {
+  // Note [Binary knobs first].
+  const std::vector<bool> binary = space_.BinaryDims();
+  for (size_t d = 0; d < binary.size(); ++d) {
+    if (!binary[d]) continue;
+    std::vector<double> x = space_.Encode(current_);
+    x[d] = x[d] >= 0.5 ? 0.0 : 1.0;
+    probes_.push_back(space_.Decode(x));
+  }
+}
 
 bool ParameterManager::StartsTurn(int i) {
   // Pairs (start, candidate), (candidate, start), (start, candidate), ...
@@ -82,7 +91,8 @@ ParameterManager::Decision ParameterManager::Record(double score) {
   d.records.push_back({generation_, n, AutotuneRecord::Phase::kSample, current_, score});
   if (n < options_.max_samples - 2 * pairs_) {
     best_ = sampled_[static_cast<size_t>(optimizer_.BestSample())];
-    current_ = space_.Decode(optimizer_.NextSample());
+    const size_t probe = static_cast<size_t>(n - 1);  // after the start: probes_, in order
+    current_ = probe < probes_.size() ? probes_[probe] : space_.Decode(optimizer_.NextSample());
     d.next = current_;
     return d;
   }

@@ -7,7 +7,8 @@
 //   warm-up:   `warmup_samples` samples at the starting point, discarded (the first steps of a
 //              job or of a new world are slow: allocation, caches, page faults);
 //   search:    `max_samples` - 2 x pairs samples (pairs = ConfirmPairs(options)): the starting
-//              point, then the points the Bayesian optimiser chooses
+//              point, then the start with each binary knob switched (Note [Binary knobs first]),
+//              then the points the Bayesian optimiser chooses
 //              (runtime/autotune/bayesian_optimizer.h) over the knob space
 //              (runtime/autotune/knob_space.h);
 //   confirm:   the candidate (the sample of the best posterior mean other than the start) and
@@ -26,6 +27,17 @@
 // come out of the same budget of `max_samples` samples, so a search's length does not change,
 // and there are exactly `max_samples` samples unless every sample of the search measured the
 // start (then there is no candidate, and the start is kept).
+//
+// Note [Binary knobs first]
+// A binary knob (hierarchical allreduce) splits the space in two regions whose landscapes can
+// differ wholesale: on 2 hosts x 2 ranks at 2 Gbit/s, every hierarchical point with a 1-4 MiB
+// chunk ran 1.4x as fast as every flat one, while a flat start's other knobs hardly mattered. The
+// optimiser, left to itself, samples the other value only with other knobs drawn far from the
+// start (its expected improvement favours the unexplored corners), scores it badly for those,
+// and never comes back. So, as Horovod tunes a categorical parameter by trying each of its
+// values, the second sample is the start with the knob switched: the two values are compared
+// where everything else is equal, and the Gaussian process sees that difference first. It is
+// a search sample like any other (it counts against max_samples, and can be the choice).
 //
 // Every sample is one Record (a line of the autotune log); the choice is one more. best() is the
 // point a new world's search starts from (docs/autotune.md, "Elastic jobs").
@@ -103,6 +115,7 @@ class ParameterManager {
   int warmup_left_;
   int warmups_ = 0;
   std::vector<TunedParameters> sampled_;  // the parameters of each search sample, in order
+  std::vector<TunedParameters> probes_;   // the start with one binary knob switched, each
   int pairs_;                             // ConfirmPairs(options_)
   int candidate_ = -1;                    // confirming: the index of the candidate in sampled_
   std::vector<double> start_scores_;      // confirming: the start's scores, one per pair
