@@ -4,10 +4,15 @@ chorus's defaults and the best point of the exhaustive grid over the same knobs,
 (chorusrun in MPI mode, i.e. mpirun across the hosts), 2 hosts x 2 ranks, every host link
 limited to --rate (tbf), UCX_TLS=tcp,self so that the traffic between hosts crosses the links.
 With 2 hosts of 2 ranks each, hierarchical allreduce is a knob of the search and of the grid.
+chorus's collectives run on its UCX data plane (--controller ucx, CHORUS_CONTROLLER=ucx: MPI starts
+the job and exchanges the UCX addresses); --controller mpi puts them on Open MPI, where this
+benchmark does not finish on the namespace cluster (README.md, "Autotune", "On the namespace
+cluster").
 
     sudo PYTHONPATH=$PWD/build/python nice -n 5 scripts/autotune_cluster_bench.py \\
         --chorusrun build/launcher/chorusrun --chorus-bench build/bench/chorus_bench \\
-        [--shape 2x2] [--rate 1gbit|none] [--timeout 1500] [--json FILE] -- [chorus_bench autotune options]
+        [--shape 2x2] [--rate 1gbit|none] [--controller ucx|mpi] [--timeout 1500] [--json FILE] \\
+        -- [chorus_bench autotune options]
 
 Everything after `--` goes to `chorus_bench autotune` (bench/autotune_bench.h), e.g.
 `--tensor-set resnet50 --grid-warmup 0 --grid-steps 1 --rounds 3 --steps 4 --warmup 1`. Prints
@@ -63,6 +68,8 @@ def main():
     parser.add_argument('--shape', default='2x2', choices=['2x2', '3x2'])
     parser.add_argument('--rate', default='1gbit',
                         help="tbf rate of every host link; 'none': links not limited")
+    parser.add_argument('--controller', default='ucx', choices=['ucx', 'mpi'],
+                        help="CHORUS_CONTROLLER of the ranks: chorus's data plane")
     parser.add_argument('--timeout', type=float, default=1500, help='seconds for the job')
     parser.add_argument('--json', help='also keep chorus_bench\'s JSON here')
     parser.add_argument('bench_args', nargs='*', help='chorus_bench autotune options (after --)')
@@ -81,10 +88,10 @@ def main():
         argv = chorusrun_argv(c, os.path.abspath(args.chorusrun), args.shape, 'mpi', command)
         links = 'host links not limited' if args.rate == 'none' else \
             f'every host link at {args.rate} (tbf)'
-        print(f'# {args.shape}, {links}, MPI mode, '
+        print(f'# {args.shape}, {links}, MPI mode, CHORUS_CONTROLLER={args.controller}, '
               f'UCX_TLS=tcp,self: {" ".join(command)}', flush=True)
         start = time.monotonic()
-        job = subprocess.Popen(argv, env=job_env(c))
+        job = subprocess.Popen(argv, env=job_env(c, [f'CHORUS_CONTROLLER={args.controller}']))
         try:
             status = job.wait(timeout=args.timeout)
         except subprocess.TimeoutExpired:

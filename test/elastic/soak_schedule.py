@@ -536,6 +536,11 @@ def replay_events(model, events):
     for e in events:
         if model.ended:
             e.must_strike = False
+            if e.phase == 'reset_begin':
+                # The survivors begin their reset when their collectives fail, which can be
+                # before chorusrun sees the victim's exit (a worker that raised exits only once
+                # its interpreter has unwound): a loss there may be the one the failure names.
+                model.fail_cause = ''
             continue
         e.must_strike = e.phase in ('step', 'soak')
         if e.must_strike:

@@ -11,7 +11,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import soak_checks  # noqa: E402
 import soak_schedule  # noqa: E402
-from soak_schedule import PolicyModel  # noqa: E402
+from soak_schedule import Event, PolicyModel  # noqa: E402
 
 NAMES = soak_schedule.local_host_names('node7.example')
 
@@ -135,6 +135,17 @@ def test_model_reset_limit_counts_every_generation():
     assert e.outcome == 'fail' and re.match(e.message, 'reset limit 0 reached (--reset-limit); the '
                                             'next reset was due to: rank 1 on b left after SIGTERM')
     assert e.fail_cause == 'rank 1 on b left after SIGTERM'
+    # A second loss in the reset may reach chorusrun first (soak seed 376: rank 1 raised, rank 2
+    # was SIGKILLed as its reset began, and the refused reset named rank 2).
+    events = [Event('e0', 'raise', 'step', 1, step=6, host='b'),
+              Event('e1', 'kill', 'reset_begin', 2, after='e0', host='b', model_rank=1)]
+    m = model([('a', 1), ('b', 2), ('c', 1)], 4, 1, reset_limit=0)
+    soak_schedule.replay_events(m, events[:1])
+    assert m.expectation().fail_cause.startswith('rank 1 on b')
+    m = model([('a', 1), ('b', 2), ('c', 1)], 4, 1, reset_limit=0)
+    soak_schedule.replay_events(m, events)
+    e = m.expectation()
+    assert e.outcome == 'fail' and e.fail_cause == '' and not events[1].must_strike
     # The loss and the join that refills its slot are two.
     m = model([('a', 1), ('b', 1)], 2, 2, reset_limit=1)
     m.lose(1, 'term')
