@@ -24,19 +24,35 @@ import tempfile
 
 # Each rank prints the cores its background thread may run on.
 REPORT = r'''
-import os, chorus.numpy as hvd
+import os, time, chorus.numpy as hvd
 hvd.init()
-cores = None
-for tid in os.listdir('/proc/self/task'):
-    try:  # a thread may end between the listing and the reading
-        with open(f'/proc/self/task/{tid}/comm') as f:
-            if f.read().strip() != 'chorus-loop':
+
+def loop_thread_cores():
+    names = []
+    for tid in os.listdir('/proc/self/task'):
+        try:  # a thread may end between the listing and the reading
+            with open(f'/proc/self/task/{tid}/comm') as f:
+                name = f.read().strip()
+            names.append(name)
+            if name != 'chorus-loop':
                 continue
-        with open(f'/proc/self/task/{tid}/status') as f:
-            cores = next(l.split(':')[1].strip() for l in f if l.startswith('Cpus_allowed_list:'))
-    except FileNotFoundError:
-        continue
+            with open(f'/proc/self/task/{tid}/status') as f:
+                return next(l.split(':')[1].strip() for l in f
+                            if l.startswith('Cpus_allowed_list:')), names
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return None, names
+
+# The loop thread is named and pinned before init returns; a scan that misses it once (seen
+# once in MPI mode) is repeated for a while, and the names seen are printed if it never shows.
+deadline = time.monotonic() + 10
+cores, names = loop_thread_cores()
+while cores is None and time.monotonic() < deadline:
+    time.sleep(0.1)
+    cores, names = loop_thread_cores()
 print(f'AFFINITY {hvd.rank()} {cores}', flush=True)
+if cores is None:
+    print(f'THREADS {hvd.rank()} {names}', flush=True)
 hvd.shutdown()
 '''
 INIT = 'import chorus.numpy as hvd; hvd.init(); hvd.shutdown()'
