@@ -8,11 +8,14 @@
 //   mpirun -np N chorus_bench autotune --tensor-set resnet50|... [--compute-ms MS]
 //                                   [--warmup-samples N] [--steps-per-sample N] [--max-samples N]
 //                                   [--grid-steps N] [--rounds N] [--steps N] [--json FILE]
+//   mpirun -np 1 chorus_bench overhead [--counts 1 10 100 1000 10000] [--bytes 1024]
+//                                   [--steps N] [--warmup N] [--json FILE]
 //
 // Initialises MPI itself (MPI_THREAD_MULTIPLE) before chorus, so chorus runs on the existing
 // MPI and the raw baselines can use MPI_COMM_WORLD from this thread while no chorus op is in
 // flight. Only rank 0 prints results. Exit status: 0 on success, 1 on a wrong result or a bad
 // JSON path, 2 on bad arguments; other failures abort the job (MPI_Abort).
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -23,10 +26,12 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include <mpi.h>
 
 #include "bench/autotune_bench.h"
 #include "bench/measure.h"
+#include "bench/overhead.h"
 #include "bench/steps.h"
 #include "bench/sweep.h"
 #include "bench/tensor_sets.h"
@@ -42,9 +47,11 @@ struct Args {
   SweepOptions sweep;
   StepsOptions steps;
   AutotuneBenchOptions autotune;
+  OverheadOptions overhead;
   std::string json_path;
   bool run_sweep = false;
   bool run_autotune = false;
+  bool run_overhead = false;
 };
 
 std::map<std::string, OpType> SweepOps() {
@@ -125,6 +132,12 @@ int ParseArgs(int argc, char** argv, bool verbose, Args& args) {
                    "Also time chorus steps recording a timeline into FILE (rank 0; the file "
                    "keeps the last recorded step): the timeline's overhead")
       ->type_name("FILE");
+  steps
+      ->add_option("--grad-layout", st.grad_layout,
+                   "Chorus's gradients: slices of one buffer in submission order (bucket), or "
+                   "one allocation each (separate)")
+      ->check(CLI::IsMember({"bucket", "separate"}))
+      ->capture_default_str();
   steps->add_flag(
       "--compare-controllers", st.compare_controllers,
       "Also time chorus on the UCX controller (the MPI-less data plane), re-initialised "
@@ -172,6 +185,27 @@ int ParseArgs(int argc, char** argv, bool verbose, Args& args) {
   autotune->add_option("--json", args.json_path, "Also write the results to FILE as JSON")
       ->type_name("FILE");
 
+  CLI::App* overhead = app.add_subcommand(
+      "overhead",
+      "The runtime's own cost per tensor: submission and step time with nothing to move (one "
+      "rank), registered ops against Enqueue, with allocations per step");
+  OverheadOptions& oh = args.overhead;
+  overhead->add_option("--counts", oh.counts, "Numbers of tensors per step")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  overhead->add_option("--bytes", oh.bytes, "Bytes per tensor (float32: a multiple of 4)")
+      ->transform(CLI::AsSizeValue(false))
+      ->check(CLI::Range(int64_t{4}, int64_t{1} << 30))
+      ->capture_default_str();
+  overhead->add_option("--steps", oh.steps, "Timed steps per count and way")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  overhead->add_option("--warmup", oh.warmup, "Untimed steps first")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  overhead->add_option("--json", args.json_path, "Also write the results to FILE as JSON")
+      ->type_name("FILE");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -181,6 +215,11 @@ int ParseArgs(int argc, char** argv, bool verbose, Args& args) {
   }
   args.run_sweep = sweep->parsed();
   args.run_autotune = autotune->parsed();
+  args.run_overhead = overhead->parsed();
+  if (args.run_overhead && oh.bytes % 4 != 0) {
+    if (verbose) std::fprintf(stderr, "chorus_bench overhead: --bytes must be a multiple of 4\n");
+    return 2;
+  }
   if (args.run_sweep && so.max_bytes < so.min_bytes) {
     if (verbose) std::fprintf(stderr, "chorus_bench sweep: --maxbytes is below --minbytes\n");
     return 2;
@@ -197,8 +236,17 @@ int Run(int argc, char** argv) {
   if (int rc = ParseArgs(argc, argv, rank == 0, args); rc >= 0) return rc;
 
   // start_timeline needs CHORUS_TIMELINE at init, as in Horovod.
-  if (!args.run_sweep && !args.run_autotune && !args.steps.timeline_path.empty()) {
+  if (!args.run_sweep && !args.run_autotune && !args.run_overhead &&
+      !args.steps.timeline_path.empty()) {
     ::setenv("CHORUS_TIMELINE", "DYNAMIC", /*overwrite=*/0);
+  }
+  if (args.run_overhead) {
+    // The response cache holds every tensor of the largest step, of both ways (unless the
+    // caller says otherwise), as a training job with that many gradients would configure it.
+    const int64_t largest =
+        *std::max_element(args.overhead.counts.begin(), args.overhead.counts.end());
+    const std::string capacity = absl::StrCat(std::max<int64_t>(2 * largest, 4096));
+    ::setenv("CHORUS_CACHE_CAPACITY", capacity.c_str(), /*overwrite=*/0);
   }
   if (absl::Status st = Init(); !st.ok()) {
     std::fprintf(stderr, "chorus_bench: rank %d: chorus::Init: %s\n", rank, st.ToString().c_str());
@@ -206,6 +254,7 @@ int Run(int argc, char** argv) {
   }
   absl::StatusOr<nlohmann::json> result = args.run_sweep      ? RunSweep(args.sweep)
                                           : args.run_autotune ? RunAutotuneBench(args.autotune)
+                                          : args.run_overhead ? RunOverhead(args.overhead)
                                                               : RunSteps(args.steps);
   if (!result.ok()) {
     // Only DataLoss is reached by every rank alike (see sweep.h, steps.h).

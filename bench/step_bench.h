@@ -4,7 +4,8 @@
 // that time steps (bench/steps.h, bench/autotune_bench.h): a tensor set's per-tensor gradient
 // buffers, chorus's step (one in-place Average allreduce per tensor, last tensor first, then
 // every handle released), the raw MPI baselines on one contiguous buffer, and the inputs and
-// checks that catch a wrong result.
+// checks that catch a wrong result. A chorus step submits its ops through Enqueue
+// (ChorusStep) or as registered ops (RegisteredStep).
 //
 // Thread-safety: main thread only; the raw baselines call MPI on MPI_COMM_WORLD, so only while
 // no chorus op is in flight (bench/measure.h).
@@ -20,6 +21,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
 #include <mpi.h>
 
 #include "base/status_macros.h"
@@ -27,6 +29,7 @@
 #include "chorus/chorus.h"
 #include "chorus/types.h"
 #include "ops/mpi/mpi_datatypes.h"
+#include "runtime/huge_pages.h"
 
 namespace chorus::bench {
 
@@ -40,17 +43,38 @@ inline float Pattern(int64_t g) {
 // buffer. Main thread only.
 class StepBench {
  public:
-  StepBench(std::vector<TensorSpec> tensors, int rank, int ranks)
+  // Where chorus's gradients live: one allocation per tensor, or slices of one buffer laid out
+  // in the order a step submits them (last tensor first), as gradients that are views into a
+  // bucket are (Note [Zero-copy windows] in docs/fusion.md).
+  enum class Layout { kSeparate, kBucket };
+
+  StepBench(std::vector<TensorSpec> tensors, int rank, int ranks, Layout layout = Layout::kSeparate)
       : tensors_(std::move(tensors)), rank_(rank), ranks_(ranks) {
     int64_t offset = 0;
     for (const TensorSpec& t : tensors_) {
       offsets_.push_back(offset);
-      grads_.emplace_back(static_cast<size_t>(t.num_elements()));
       offset += t.num_elements();
     }
     total_ = offset;
     flat_.resize(static_cast<size_t>(total_));
     handles_.reserve(tensors_.size());
+    grads_.resize(tensors_.size());
+    storage_.reserve(tensors_.size());
+    if (layout == Layout::kBucket) {
+      // On huge pages, as chorus's own fusion buffer (runtime/huge_pages.h): a bucket reduced
+      // in place is what MPI reads and writes.
+      bucket_ = runtime::AllocateHugePageBuffer(total_ * static_cast<int64_t>(sizeof(float)));
+      float* next = reinterpret_cast<float*>(bucket_.get());
+      for (size_t k = tensors_.size(); k-- > 0;) {
+        grads_[k] = absl::MakeSpan(next, static_cast<size_t>(tensors_[k].num_elements()));
+        next += tensors_[k].num_elements();
+      }
+    } else {
+      for (size_t k = 0; k < tensors_.size(); ++k) {
+        storage_.emplace_back(static_cast<size_t>(tensors_[k].num_elements()));
+        grads_[k] = absl::MakeSpan(storage_.back());
+      }
+    }
   }
 
   const std::vector<TensorSpec>& tensors() const { return tensors_; }
@@ -60,13 +84,31 @@ class StepBench {
   absl::Status ChorusStep() {
     handles_.clear();
     for (size_t k = tensors_.size(); k-- > 0;) {
-      OpRequest req;
-      req.type = OpType::kAllreduce;
-      req.name = tensors_[k].name;
-      req.input = {grads_[k].data(), DataType::kFloat32, tensors_[k].shape};
-      req.reduce_op = ReduceOp::kAverage;
-      CHORUS_ASSIGN_OR_RETURN(Handle handle, Enqueue(std::move(req)));
+      CHORUS_ASSIGN_OR_RETURN(Handle handle, Enqueue(RequestOf(k)));
       handles_.push_back(handle);
+    }
+    for (Handle handle : handles_) {
+      CHORUS_ASSIGN_OR_RETURN(OpResult result, Release(handle));
+      CHORUS_RETURN_IF_ERROR(result.status);
+    }
+    return absl::OkStatus();
+  }
+
+  // The same step with registered ops (Note [Registered ops]): every tensor's allreduce is
+  // registered at the first call (and again after chorus was re-initialised), then submitted
+  // each step.
+  absl::Status RegisteredStep() {
+    if (slots_.empty()) CHORUS_RETURN_IF_ERROR(RegisterAll());
+    handles_.clear();
+    for (size_t k = tensors_.size(); k-- > 0;) {
+      absl::StatusOr<Handle> handle = Submit(slots_[k], SubmitArgs{grads_[k].data()});
+      if (absl::IsNotFound(handle.status()) && handles_.empty()) {
+        // A new runtime since the registration (Reinit): register in this one.
+        CHORUS_RETURN_IF_ERROR(RegisterAll());
+        handle = Submit(slots_[k], SubmitArgs{grads_[k].data()});
+      }
+      CHORUS_RETURN_IF_ERROR(handle.status());
+      handles_.push_back(*handle);
     }
     for (Handle handle : handles_) {
       CHORUS_ASSIGN_OR_RETURN(OpResult result, Release(handle));
@@ -151,14 +193,36 @@ class StepBench {
     return absl::OkStatus();
   }
 
+  absl::Status RegisterAll() {
+    slots_.clear();
+    for (size_t k = 0; k < tensors_.size(); ++k) {
+      CHORUS_ASSIGN_OR_RETURN(OpSlot slot, RegisterOp(RequestOf(k)));
+      slots_.push_back(slot);
+    }
+    return absl::OkStatus();
+  }
+
+  // Tensor k's in-place Average allreduce.
+  OpRequest RequestOf(size_t k) const {
+    OpRequest req;
+    req.type = OpType::kAllreduce;
+    req.name = tensors_[k].name;
+    req.input = {grads_[k].data(), DataType::kFloat32, tensors_[k].shape};
+    req.reduce_op = ReduceOp::kAverage;
+    return req;
+  }
+
   const std::vector<TensorSpec> tensors_;
   const int rank_;
   const int ranks_;
-  std::vector<int64_t> offsets_;           // of each tensor in the flat buffer
-  int64_t total_ = 0;                      // elements
-  std::vector<std::vector<float>> grads_;  // chorus: one allocation per tensor
-  std::vector<float> flat_;                // raw MPI: one contiguous buffer
-  std::vector<Handle> handles_;            // of the chorus step in progress
+  std::vector<int64_t> offsets_;             // of each tensor in the flat buffer
+  int64_t total_ = 0;                        // elements
+  std::vector<std::vector<float>> storage_;  // of chorus's gradients (Layout::kSeparate)
+  runtime::HugePageBuffer bucket_;           // of chorus's gradients (Layout::kBucket)
+  std::vector<absl::Span<float>> grads_;     // chorus: each tensor's gradient
+  std::vector<float> flat_;                  // raw MPI: one contiguous buffer
+  std::vector<Handle> handles_;              // of the chorus step in progress
+  std::vector<OpSlot> slots_;                // RegisteredStep's, by tensor
 };
 
 }  // namespace chorus::bench

@@ -59,7 +59,9 @@ std::vector<Config> MakeConfigs(StepBench& bench, bool chunk_sweep,
   const int64_t n = static_cast<int64_t>(bench.tensors().size());
   const int64_t total_bytes = bench.total_elements() * static_cast<int64_t>(sizeof(float));
   std::vector<Config> configs;
-  configs.push_back({"chorus", absl::StrCat("chorus: ", n, " x Average allreduce"), n, true,
+  configs.push_back({"chorus", absl::StrCat("chorus: ", n, " x registered Average allreduce"), n,
+                     true, [&bench] { return bench.RegisteredStep(); }, nullptr, nullptr});
+  configs.push_back({"chorus_enqueue", "chorus, Enqueue per op", n, true,
                      [&bench] { return bench.ChorusStep(); }, nullptr, nullptr});
   if (!timeline_path.empty()) {
     configs.push_back({"chorus_timeline", "chorus, recording a timeline", n, true,
@@ -125,10 +127,12 @@ absl::StatusOr<nlohmann::json> RunSteps(const StepsOptions& options) {
   const int rank = WorldRank();
   const int ranks = WorldSize();
   const bool print = rank == 0;
-  StepBench bench(std::move(tensors), rank, ranks);
+  StepBench bench(
+      std::move(tensors), rank, ranks,
+      options.grad_layout == "bucket" ? StepBench::Layout::kBucket : StepBench::Layout::kSeparate);
   const std::vector<Config> configs =
       MakeConfigs(bench, options.chunk_sweep, options.timeline_path, options.compare_controllers);
-  size_t first_raw = 1;  // configs: chorus, [chorus_timeline], [chorus_ucx], raw...
+  size_t first_raw = 1;  // configs: chorus, chorus_enqueue, [chorus_timeline], [chorus_ucx], raw...
   while (configs[first_raw].is_chorus) ++first_raw;
   const int64_t num_tensors = static_cast<int64_t>(bench.tensors().size());
   const int64_t total_bytes = bench.total_elements() * static_cast<int64_t>(sizeof(float));
@@ -136,10 +140,10 @@ absl::StatusOr<nlohmann::json> RunSteps(const StepsOptions& options) {
   if (print) {
     std::printf(
         "# chorus_bench steps: %s, %lld float32 tensors, %lld elements (%.2f MB), %d ranks, "
-        "%d steps (+%d warmup)\n",
+        "%d steps (+%d warmup), chorus's gradients: %s layout\n",
         options.tensor_set.c_str(), static_cast<long long>(num_tensors),
         static_cast<long long>(bench.total_elements()), static_cast<double>(total_bytes) / 1e6,
-        ranks, options.steps, options.warmup);
+        ranks, options.steps, options.warmup, options.grad_layout.c_str());
     std::printf("# raw = MPI_Allreduce(MPI_IN_PLACE, MPI_SUM) on MPI_COMM_WORLD, same bytes\n");
     std::fflush(stdout);
   }
@@ -185,6 +189,7 @@ absl::StatusOr<nlohmann::json> RunSteps(const StepsOptions& options) {
                         {"total_bytes", total_bytes},
                         {"dtype", "float32"},
                         {"ranks", ranks},
+                        {"grad_layout", options.grad_layout},
                         {"steps", options.steps},
                         {"warmup", options.warmup},
                         {"time_statistic", "per step: max over ranks"},

@@ -1,10 +1,12 @@
 // File: bench/steps.h
 //
 // `chorus_bench steps`: the gradient traffic of one data-parallel training step. A chorus step
-// enqueues one in-place float32 Average allreduce per tensor of a tensor set (bench/
+// submits one in-place float32 Average allreduce per tensor of a tensor set (bench/
 // tensor_sets.h) in reverse definition order, as backward produces them, as fast as it can,
-// then releases every handle. Raw MPI baselines on MPI_COMM_WORLD over the same bytes, all
-// MPI_Allreduce(MPI_IN_PLACE, MPI_SUM) on one contiguous float32 buffer of the set's size:
+// then releases every handle: as registered ops (Note [Registered ops] in chorus.h; the
+// "chorus" configuration, which the ratios compare) and through Enqueue ("chorus_enqueue"). Raw MPI
+// baselines on MPI_COMM_WORLD over the same bytes, all MPI_Allreduce(MPI_IN_PLACE, MPI_SUM) on one
+// contiguous float32 buffer of the set's size:
 //   (a) one call over the whole buffer;
 //   (b) one call per tensor (the tensor's slice), in reverse order: no fusion;
 //   (c) with `chunk_sweep`: the buffer cut into pieces of C bytes, one call per piece, for C in
@@ -40,6 +42,9 @@ struct StepsOptions {
   // here with addresses exchanged over MPI): before each such step chorus is re-initialised on
   // UCX and warmed up, after it re-initialised on MPI (all untimed).
   bool compare_controllers = false;
+  // Chorus's gradients: slices of one buffer in submission order ("bucket", as gradients that
+  // are views into a bucket lie), or one allocation each ("separate").
+  std::string grad_layout = "bucket";
 };
 
 // Runs the benchmark and prints its table on rank 0; returns the results as JSON (every rank).

@@ -240,6 +240,21 @@ absl::StatusOr<Handle> EnqueueFrom(OpRequest& request, DoneCallback done) {
   return rt->EnqueueFrom(request, std::move(done));
 }
 
+absl::StatusOr<OpSlot> RegisterOp(OpRequest request) {
+  CHORUS_ASSIGN_OR_RETURN(auto rt, Current());
+  return rt->RegisterOp(std::move(request));
+}
+
+absl::StatusOr<Handle> Submit(OpSlot slot, const SubmitArgs& args) {
+  CHORUS_ASSIGN_OR_RETURN(auto rt, Current());
+  return rt->Submit(slot, args);
+}
+
+absl::Status UnregisterOp(OpSlot slot) {
+  CHORUS_ASSIGN_OR_RETURN(auto rt, Current());
+  return rt->UnregisterOp(slot);
+}
+
 absl::StatusOr<std::vector<Handle>> EnqueueGroup(std::vector<OpRequest> requests) {
   CHORUS_ASSIGN_OR_RETURN(auto rt, Current());
   return rt->EnqueueGroup(std::move(requests));

@@ -21,7 +21,7 @@
 
 namespace chorus::runtime {
 BackgroundLoop::BackgroundLoop(Config config, std::unique_ptr<Controller> controller,
-                               SubmissionQueue* queue, EntryPool* entry_pool,
+                               SubmissionQueue* queue, EntryPool* entry_pool, SlotTable* slots,
                                ProcessSetRegistry* registry, HandleTable* handles,
                                timeline::Timeline* timeline,
                                std::shared_ptr<ops::gpu::GpuPlatform> gpu_platform,
@@ -31,6 +31,7 @@ BackgroundLoop::BackgroundLoop(Config config, std::unique_ptr<Controller> contro
       topology_(controller_->topology()),
       queue_(queue),
       entry_pool_(entry_pool),
+      slots_(slots),
       registry_(registry),
       handles_(handles),
       timeline_(timeline),
@@ -59,6 +60,8 @@ void BackgroundLoop::ThreadMain(std::vector<std::vector<int32_t>> process_sets) 
   UsePreciseSleeps();
   absl::Status status = Handshake(process_sets);
   const bool ok = status.ok();
+  // Open for this loop's first cycle (a re-formed runtime's queue was closed by the last one).
+  if (ok) queue_->Reopen();
   started_.set_value(std::move(status));
   if (!ok) {
     timeline_->Finish();
@@ -183,6 +186,7 @@ absl::Status BackgroundLoop::Handshake(const std::vector<std::vector<int32_t>>& 
 
   cache_ = std::make_unique<ResponseCache>(shared_.cache_capacity);
   bits_ = CacheBitVector(shared_.cache_capacity);
+  waiters_ = CacheWaiters(shared_.cache_capacity);
   executor_ = std::make_unique<Executor>(shared_, config_.huge_pages);
   if (topology_.rank == 0) {
     Coordinator::Options options;
@@ -415,7 +419,8 @@ int BackgroundLoop::SetSize(int32_t id) const {
 }
 
 void BackgroundLoop::TakeNewEntries(absl::Time now, std::vector<int32_t>* invalid_bits) {
-  for (std::unique_ptr<TensorEntry>& owned : queue_->DrainAll()) {
+  queue_->DrainAll(&drained_);
+  for (std::unique_ptr<TensorEntry>& owned : drained_) {
     TensorEntry* entry = owned.get();
     // Stamped at submission only when a timeline is configured (Runtime::MakeEntry).
     if (entry->enqueued_at == absl::Time()) entry->enqueued_at = now;
@@ -431,19 +436,46 @@ void BackgroundLoop::TakeNewEntries(absl::Time now, std::vector<int32_t>* invali
       }
       local_join_ = entry;
     }
-    pending_[entry->request.name] = std::move(owned);
-    if (cache_->capacity() > 0 && entry->request.group_key.empty() && joined_ranks_.empty() &&
-        IsDataOp(entry->request.type)) {
-      ResponseCache::Lookup lookup = cache_->Find(entry->request);
-      if (lookup.state == ResponseCache::State::kHit) {
-        entry->cache_bit = lookup.bit;
-        by_bit_[lookup.bit] = entry;
-        continue;
-      }
-      if (lookup.state == ResponseCache::State::kInvalid) invalid_bits->push_back(lookup.bit);
+    const int32_t bit = CachedBit(*entry, invalid_bits);
+    if (bit >= 0) {
+      entry->cache_bit = bit;
+      if (waiters_.Put(bit, cache_->VersionAt(bit), owned)) continue;
+      entry->cache_bit = -1;  // cannot happen: two pending entries of one name
     }
+    const std::string& name = entry->request.name;
+    pending_[name] = std::move(owned);
     MarkUnsent(entry);
   }
+  drained_.clear();
+}
+
+int32_t BackgroundLoop::CachedBit(const TensorEntry& entry, std::vector<int32_t>* invalid_bits) {
+  const Request& request = entry.request;
+  if (cache_->capacity() == 0 || !request.group_key.empty() || !joined_ranks_.empty() ||
+      !IsDataOp(request.type)) {
+    return -1;
+  }
+  // A registered op whose cache entry is still the one its last submission found.
+  if (entry.slot >= 0 && SlotIndex(entry.slot) < slot_bindings_.size()) {
+    const SlotBinding& b = slot_bindings_[SlotIndex(entry.slot)];
+    if (b.version != 0 && b.registration == entry.registration &&
+        cache_->VersionAt(b.bit) == b.version) {
+      return b.bit;
+    }
+  }
+  ResponseCache::Lookup lookup = cache_->Find(request);
+  if (lookup.state == ResponseCache::State::kHit) {
+    if (entry.slot >= 0) Bind({entry.slot, entry.registration}, lookup.bit);
+    return lookup.bit;
+  }
+  if (lookup.state == ResponseCache::State::kInvalid) invalid_bits->push_back(lookup.bit);
+  return -1;
+}
+
+void BackgroundLoop::Bind(const LocalSlot& op, int32_t bit) {
+  const size_t s = SlotIndex(op.slot);
+  if (s >= slot_bindings_.size()) slot_bindings_.resize(s + 1);
+  slot_bindings_[s] = {bit, cache_->VersionAt(bit), op.registration};
 }
 
 void BackgroundLoop::MarkUnsent(TensorEntry* entry) {
@@ -452,15 +484,19 @@ void BackgroundLoop::MarkUnsent(TensorEntry* entry) {
 }
 
 void BackgroundLoop::UncacheAll() {
-  std::vector<TensorEntry*> cached;  // Uncache edits by_bit_: collect first
-  cached.reserve(by_bit_.size());
-  for (const auto& [bit, entry] : by_bit_) cached.push_back(entry);
-  for (TensorEntry* entry : cached) Uncache(entry);
+  std::vector<int32_t> held;  // Uncache edits waiters_: collect first
+  held.reserve(static_cast<size_t>(waiters_.count()));
+  waiters_.ForEach([&](int32_t bit, TensorEntry*) { held.push_back(bit); });
+  for (int32_t bit : held) Uncache(bit);
 }
 
-void BackgroundLoop::Uncache(TensorEntry* entry) {
-  by_bit_.erase(entry->cache_bit);
+void BackgroundLoop::Uncache(int32_t bit) {
+  std::unique_ptr<TensorEntry> owned = waiters_.Take(bit);
+  if (owned == nullptr) return;
+  TensorEntry* entry = owned.get();
   entry->cache_bit = -1;
+  const std::string& name = entry->request.name;
+  pending_[name] = std::move(owned);
   MarkUnsent(entry);
 }
 
@@ -477,7 +513,7 @@ absl::Status BackgroundLoop::RunCycle(bool* stop) {
 
   // 2. Exchange the cache bit vector; take the cached responses ready on every rank.
   CHORUS_RETURN_IF_ERROR(ExchangeBits(invalid_bits, stall_round));
-  std::vector<const Response*> ready = TakeCacheHits();
+  TakeCacheHits();
 
   // 3. Negotiate the uncached requests with the coordinator, if any rank has some.
   ResponseList negotiated;
@@ -486,18 +522,19 @@ absl::Status BackgroundLoop::RunCycle(bool* stop) {
     counters_.negotiation_rounds.fetch_add(1, std::memory_order_relaxed);
     CHORUS_RETURN_IF_ERROR(Negotiate(&negotiated));
   }
-  const std::vector<std::optional<Request>> locals = LocalRequests(negotiated);
+  std::vector<LocalSlot> local_slots;
+  const std::vector<std::optional<Request>> locals = LocalRequests(negotiated, &local_slots);
 
   // 4. Switch to rank 0's autotune parameters, if it sent some: every rank in this cycle.
   // Plan fusion over both lists; execute each response; complete its entries.
   if (negotiated.autotune.has_value()) ApplyAutotune(*negotiated.autotune, cycle);
-  CHORUS_RETURN_IF_ERROR(PlanAndExecute(std::move(ready), negotiated));
+  CHORUS_RETURN_IF_ERROR(PlanAndExecute(negotiated));
   if (autotuner_ != nullptr) {
     autotuner_->AfterCycle(cycle_start, absl::MakeConstSpan(plan_.data(), planned_));
   }
 
   // 5. Put the newly negotiated responses into the cache.
-  UpdateCache(negotiated, locals);
+  UpdateCache(negotiated, locals, local_slots);
   FlushCompletions();  // e.g. a second join refused while taking new entries
   timeline_->EndCycle();
   if (bits_.any(CacheBitVector::kShutdown)) {
@@ -506,15 +543,16 @@ absl::Status BackgroundLoop::RunCycle(bool* stop) {
   }
 
   // 6. Sleep until the next cycle.
-  WaitForNextCycle(config_, cycle_start, !pending_.empty(), bits_.pending_after(), queue_);
+  WaitForNextCycle(config_, cycle_start, !pending_.empty() || !waiters_.empty(),
+                   bits_.pending_after(), queue_);
   return absl::OkStatus();
 }
 
 void BackgroundLoop::ExpireCacheWaits(absl::Time now, std::vector<int32_t>* invalid_bits) {
   if (!stall_policy_.enabled) return;
-  for (const auto& [bit, entry] : by_bit_) {
+  waiters_.ForEach([&](int32_t bit, TensorEntry* entry) {
     if (now - entry->enqueued_at > stall_policy_.cache_wait_limit) invalid_bits->push_back(bit);
-  }
+  });
 }
 
 bool BackgroundLoop::ReportStalls(absl::Time now) {
@@ -534,12 +572,12 @@ absl::Status BackgroundLoop::ExchangeBits(const std::vector<int32_t>& invalid_bi
   uint64_t flags = 0;
   if (!unsent_.empty()) flags |= CacheBitVector::kUncached;
   if (queue_->closed()) flags |= CacheBitVector::kShutdown;
-  if (pending_.size() > by_bit_.size()) flags |= CacheBitVector::kUncachedPending;
+  if (!pending_.empty()) flags |= CacheBitVector::kUncachedPending;
   if (stall_round) flags |= CacheBitVector::kStallRound;
   if (!gpu_failure.ok()) flags |= CacheBitVector::kGpuFailed;
   if (autotuner_ != nullptr && autotuner_->has_update()) flags |= CacheBitVector::kAutotune;
   bits_.Begin(flags);
-  for (const auto& [bit, entry] : by_bit_) bits_.Hold(bit);
+  waiters_.ForEach([&](int32_t bit, TensorEntry*) { bits_.Hold(bit); });
   for (int32_t bit : invalid_bits) bits_.Invalidate(bit);
   CHORUS_RETURN_IF_ERROR(controller_->AllreduceBitAnd(bits_.Pack()));
   bits_.Unpack();
@@ -551,65 +589,109 @@ absl::Status BackgroundLoop::ExchangeBits(const std::vector<int32_t>& invalid_bi
   // Erase invalidated entries everywhere; their local waiters renegotiate.
   bits_.ForEachInvalid([&](int32_t bit) {
     cache_->Erase(bit);
-    auto it = by_bit_.find(bit);
-    if (it != by_bit_.end()) Uncache(it->second);
+    Uncache(bit);
   });
   return absl::OkStatus();
 }
 
-std::vector<const Response*> BackgroundLoop::TakeCacheHits() {
+void BackgroundLoop::TakeCacheHits() {
   // In bit order, read in place: the cache does not change before the plan is made.
-  std::vector<const Response*> ready;
+  ready_.clear();
+  ready_bits_.clear();
+  hits_.clear();
+  int64_t hits = 0;
   const absl::Time now = tracer_.Now();
   bits_.ForEachReady([&](int32_t bit) {
     if (!cache_->Contains(bit)) return;
     cache_->Touch(bit);
-    ready.push_back(&cache_->Get(bit));
-    counters_.cache_hits.fetch_add(1, std::memory_order_relaxed);
-    auto it = by_bit_.find(bit);
-    if (it == by_bit_.end()) return;  // a tensor of a set this rank is not in
-    TensorEntry* entry = it->second;
-    tracer_.Negotiated(*entry, now, /*cached=*/true);
-    entry->cache_bit = -1;
-    by_bit_.erase(it);
+    ready_.push_back(&cache_->Get(bit));
+    ready_bits_.push_back(bit);
+    ++hits;
+    std::unique_ptr<TensorEntry> entry = waiters_.Take(bit);  // null: a set this rank is not in
+    if (entry != nullptr) {
+      tracer_.Negotiated(*entry, now, /*cached=*/true);
+      entry->cache_bit = -1;
+    }
+    hits_.push_back(std::move(entry));
   });
-  return ready;
+  counters_.cache_hits.fetch_add(hits, std::memory_order_relaxed);
 }
 
 std::vector<std::optional<Request>> BackgroundLoop::LocalRequests(
-    const ResponseList& negotiated) const {
+    const ResponseList& negotiated, std::vector<LocalSlot>* slots) const {
   std::vector<std::optional<Request>> locals(negotiated.responses.size());
+  slots->assign(negotiated.responses.size(), LocalSlot{});
   for (size_t i = 0; i < negotiated.responses.size(); ++i) {
     const Response& r = negotiated.responses[i];
     if (r.names.size() != 1) continue;
     auto it = pending_.find(r.names[0]);
-    if (it != pending_.end()) locals[i] = it->second->request;
+    if (it != pending_.end()) {
+      locals[i] = it->second->request;
+      (*slots)[i] = {it->second->slot, it->second->registration};
+    }
   }
   return locals;
 }
 
-absl::Status BackgroundLoop::PlanAndExecute(std::vector<const Response*> ready,
-                                            const ResponseList& negotiated) {
-  std::vector<const Response*> all = std::move(ready);
-  for (const Response& r : negotiated.responses) all.push_back(&r);
-  const size_t planned = PlanFusionInto(
-      all, shared_.fusion_threshold_bytes, [this](int32_t id) { return SetSize(id); }, &plan_);
-  planned_ = planned;
+absl::Status BackgroundLoop::PlanAndExecute(const ResponseList& negotiated) {
+  // Note [Plan reuse]: a cycle of cached responses only, the same ones as the last such cycle
+  // (same bits, the cache unchanged since), with the same threshold, has the same plan (a pure
+  // function of those): the steady state of a training loop plans once.
+  const bool same = negotiated.responses.empty() && last_plan_.cached_only &&
+                    last_plan_.epoch == cache_->epoch() &&
+                    last_plan_.threshold == shared_.fusion_threshold_bytes &&
+                    last_plan_.bits == ready_bits_;
+  if (!same) {
+    plan_inputs_.assign(ready_.begin(), ready_.end());
+    for (const Response& r : negotiated.responses) plan_inputs_.push_back(&r);
+    planned_ = PlanFusionInto(
+        plan_inputs_, shared_.fusion_threshold_bytes, [this](int32_t id) { return SetSize(id); },
+        &plan_, &plan_sources_);
+    last_plan_.cached_only = negotiated.responses.empty();
+    last_plan_.epoch = cache_->epoch();
+    last_plan_.threshold = shared_.fusion_threshold_bytes;
+    last_plan_.bits.assign(ready_bits_.begin(), ready_bits_.end());
+  }
+  const size_t planned = planned_;
+  size_t first_name = 0;  // of the response in plan_sources_
   for (size_t p = 0; p < planned; ++p) {
     const Response& response = plan_[p];
-    tracer_.Start(response, [this](const std::string& name) -> const TensorEntry* {
-      auto it = pending_.find(name);
-      return it == pending_.end() ? nullptr : it->second.get();
-    });
+    const absl::Span<const int32_t> sources =
+        absl::MakeConstSpan(plan_sources_).subspan(first_name, response.names.size());
+    first_name += response.names.size();
+    if (tracer_.active()) {
+      response_entries_.assign(response.names.size(), nullptr);
+      for (size_t i = 0; i < response.names.size(); ++i) {
+        response_entries_[i] = PeekSource(sources[i], response.names[i]);
+      }
+      tracer_.Start(response, response_entries_);
+    }
     executing_ = &response;
-    const absl::Status status = ExecuteResponse(response);
+    const absl::Status status = ExecuteResponse(response, sources);
     executing_ = nullptr;
     tracer_.Executed(response, Backend(response.process_set_id));
     FlushCompletions();
     tracer_.Completed(response);
     CHORUS_RETURN_IF_ERROR(status);
   }
+  // Hits of responses that did not run (an error stopped the cycle) are failed with the rest
+  // of the pending ops (FailAllPending).
   return absl::OkStatus();
+}
+
+TensorEntry* BackgroundLoop::PeekSource(int32_t source, const std::string& name) const {
+  if (source >= 0 && static_cast<size_t>(source) < ready_.size()) {
+    return hits_[static_cast<size_t>(source)].get();
+  }
+  auto it = pending_.find(name);
+  return it == pending_.end() ? nullptr : it->second.get();
+}
+
+std::unique_ptr<TensorEntry> BackgroundLoop::TakeSource(int32_t source, const std::string& name) {
+  if (source >= 0 && static_cast<size_t>(source) < ready_.size()) {
+    return std::move(hits_[static_cast<size_t>(source)]);
+  }
+  return TakePending(name);
 }
 
 absl::Status BackgroundLoop::Negotiate(ResponseList* out) {
@@ -673,11 +755,19 @@ absl::Status BackgroundLoop::Negotiate(ResponseList* out) {
   return absl::OkStatus();
 }
 
-absl::Status BackgroundLoop::ExecuteResponse(const Response& response) {
-  if (response.is_error()) {
-    for (const std::string& name : response.names) {
-      CompleteEntry(name, StatusResult(response.status()));
+absl::Status BackgroundLoop::ExecuteResponse(const Response& response,
+                                             absl::Span<const int32_t> sources) {
+  // Takes this rank's entries of the response and completes each with `status`.
+  auto fail_all = [&](const absl::Status& status) {
+    for (size_t i = 0; i < response.names.size(); ++i) {
+      std::unique_ptr<TensorEntry> entry = TakeSource(sources[i], response.names[i]);
+      if (entry == nullptr) continue;
+      completed_.push_back(std::move(entry));
+      completed_results_.push_back(StatusResult(status));
     }
+  };
+  if (response.is_error()) {
+    fail_all(response.status());
     return absl::OkStatus();
   }
   switch (response.type) {
@@ -721,12 +811,8 @@ absl::Status BackgroundLoop::ExecuteResponse(const Response& response) {
 
   auto set = process_sets_.find(response.process_set_id);
   if (set == process_sets_.end()) {
-    for (const std::string& name : response.names) {
-      CompleteEntry(
-          name,
-          StatusResult(absl::InternalError(absl::StrCat("process set ", response.process_set_id,
-                                                        " is unknown on rank ", topology_.rank))));
-    }
+    fail_all(absl::InternalError(absl::StrCat("process set ", response.process_set_id,
+                                              " is unknown on rank ", topology_.rank)));
     return absl::OkStatus();
   }
   const ops::HierarchyModes modes = HierarchyModes();
@@ -745,26 +831,40 @@ absl::Status BackgroundLoop::ExecuteResponse(const Response& response) {
   // point of that order on every rank (an autotuner's decision) applies from the next batch.
   if (set->second.hierarchy != nullptr) set->second.hierarchy->set_modes(modes);
 
-  std::vector<TensorEntry*> entries(response.names.size(), nullptr);
-  std::vector<PendingMap::iterator> found(response.names.size(), pending_.end());
-  for (size_t i = 0; i < response.names.size(); ++i) {
-    auto it = pending_.find(response.names[i]);
-    if (it != pending_.end()) {
-      entries[i] = it->second.get();
-      found[i] = it;
-    } else if (response.type != OpType::kAllreduce) {
-      return absl::InternalError(absl::StrCat("rank ", topology_.rank, " must run ",
-                                              OpTypeName(response.type), " of tensor '",
-                                              response.names[i], "' but holds no such tensor"));
-    }
+  const size_t n = response.names.size();
+  owned_.clear();
+  response_entries_.assign(n, nullptr);
+  size_t missing = n;  // the first name this rank holds no entry of
+  for (size_t i = 0; i < n; ++i) {
+    owned_.push_back(TakeSource(sources[i], response.names[i]));
+    response_entries_[i] = owned_[i].get();
+    if (owned_[i] == nullptr && missing == n) missing = i;
   }
-  if (response.device != kCpuDevice) return LaunchOnGpu(response, set->second, entries);
-  std::vector<OpResult> results;
+  if (missing < n && response.type != OpType::kAllreduce) {
+    const absl::Status status = absl::InternalError(
+        absl::StrCat("rank ", topology_.rank, " must run ", OpTypeName(response.type),
+                     " of tensor '", response.names[missing], "' but holds no such tensor"));
+    for (std::unique_ptr<TensorEntry>& entry : owned_) {
+      if (entry == nullptr) continue;
+      completed_.push_back(std::move(entry));
+      completed_results_.push_back(StatusResult(status));
+    }
+    owned_.clear();
+    return status;
+  }
+  if (response.device != kCpuDevice) {
+    absl::Status launched = LaunchOnGpu(response, set->second, std::move(owned_));
+    owned_.clear();
+    return launched;
+  }
   ops::HierarchicalBackend* hierarchy = set->second.hierarchy;
   const ops::HierarchicalBackend::Counters before =
       hierarchy != nullptr ? hierarchy->counters() : ops::HierarchicalBackend::Counters();
-  absl::Status status =
-      executor_->Execute(response, entries, *set->second.backend, &results, tracer_.spans());
+  absl::Status status = executor_->Execute(response, response_entries_, *set->second.backend,
+                                           &results_, tracer_.spans());
+  counters_.copied_windows.store(executor_->counters().copied_windows, std::memory_order_relaxed);
+  counters_.zero_copy_windows.store(executor_->counters().zero_copy_windows,
+                                    std::memory_order_relaxed);
   if (hierarchy != nullptr) {
     const ops::HierarchicalBackend::Counters& after = hierarchy->counters();
     counters_.hierarchical_allreduces.fetch_add(
@@ -772,28 +872,31 @@ absl::Status BackgroundLoop::ExecuteResponse(const Response& response) {
     counters_.flat_allreduces.fetch_add(after.flat_allreduces - before.flat_allreduces,
                                         std::memory_order_relaxed);
   }
-  // The executor leaves pending_ alone, so `found` is still valid; a response names a tensor
-  // once (an entry is either cached or sent to the coordinator, never both), so no iterator
-  // is taken twice.
-  for (size_t i = 0; i < entries.size(); ++i) {
-    if (entries[i] != nullptr) CompleteEntry(found[i], std::move(results[i]));
+  for (size_t i = 0; i < n; ++i) {
+    if (owned_[i] == nullptr) continue;
+    completed_.push_back(std::move(owned_[i]));
+    completed_results_.push_back(std::move(results_[i]));
   }
+  owned_.clear();
   return status;
 }
 
 std::string BackgroundLoop::DescribeWork() const {
   if (executing_ != nullptr) return DescribeResponseWork(*executing_);
-  if (pending_.empty()) return "the cycle's negotiation, no op pending on this rank";
+  const size_t total = pending_.size() + static_cast<size_t>(waiters_.count());
+  if (total == 0) return "the cycle's negotiation, no op pending on this rank";
   constexpr size_t kNamed = 3;
   std::vector<std::string> named;
-  for (const auto& [name, entry] : pending_) {
-    if (named.size() == kNamed) break;
-    named.push_back(absl::StrCat(OpTypeName(entry->request.type), " '", name, "'"));
-  }
+  auto name = [&](const TensorEntry& entry) {
+    if (named.size() < kNamed) {
+      named.push_back(absl::StrCat(OpTypeName(entry.request.type), " '", entry.request.name, "'"));
+    }
+  };
+  for (const auto& [unused, entry] : pending_) name(*entry);
+  waiters_.ForEach([&](int32_t, const TensorEntry* entry) { name(*entry); });
   std::string more;
-  if (pending_.size() > kNamed) more = absl::StrCat(" and ", pending_.size() - kNamed, " more");
-  return absl::StrCat("the cycle's negotiation, ", pending_.size(), " op",
-                      pending_.size() == 1 ? "" : "s",
+  if (total > kNamed) more = absl::StrCat(" and ", total - kNamed, " more");
+  return absl::StrCat("the cycle's negotiation, ", total, " op", total == 1 ? "" : "s",
                       " pending on this rank: ", absl::StrJoin(named, ", "), more);
 }
 
@@ -806,7 +909,6 @@ std::unique_ptr<TensorEntry> BackgroundLoop::TakePending(absl::string_view name)
 std::unique_ptr<TensorEntry> BackgroundLoop::TakePending(PendingMap::iterator it) {
   std::unique_ptr<TensorEntry> entry = std::move(it->second);
   pending_.erase(it);
-  if (entry->cache_bit >= 0) by_bit_.erase(entry->cache_bit);
   if (entry.get() == local_join_) local_join_ = nullptr;
   if (entry->in_unsent) {
     // Rare (an entry re-queued for the coordinator completes in the same cycle): never leave
@@ -827,8 +929,7 @@ void BackgroundLoop::CompleteEntry(PendingMap::iterator it, OpResult result) {
 }
 
 void BackgroundLoop::Deliver(std::vector<std::unique_ptr<TensorEntry>>* entries,
-                             std::vector<OpResult>* results,
-                             std::vector<std::pair<Handle, OpResult>>* handle_scratch) {
+                             std::vector<OpResult>* results, DeliveryScratch* scratch) {
   // Forget the names first so that a waiter may reuse them as soon as its handle is done.
   queue_->Forget(*entries);
   for (size_t i = 0; i < entries->size(); ++i) {
@@ -841,34 +942,36 @@ void BackgroundLoop::Deliver(std::vector<std::unique_ptr<TensorEntry>>* entries,
       entry.done((*results)[i]);
       entry.done = nullptr;  // what it holds goes now, not when the entry is reused
     }
-    handle_scratch->emplace_back(entry.handle, std::move((*results)[i]));
+    if (entry.slot >= 0) {
+      scratch->slots.emplace_back(std::move((*entries)[i]), std::move((*results)[i].status));
+    } else {
+      scratch->handles.emplace_back(entry.handle, std::move((*results)[i]));
+    }
   }
-  // Retired before their handles complete, so that a waiter's next op reuses one of them.
+  // Retired before their handles complete, so that a waiter's next op reuses one of them
+  // (registered ops' entries, moved out above, go back to their slots).
   entry_pool_->Retire(entries);
-  handles_->CompleteMany(handle_scratch);
+  if (!scratch->slots.empty()) slots_->Complete(&scratch->slots);
+  if (!scratch->handles.empty()) handles_->CompleteMany(&scratch->handles);
   results->clear();
 }
 
 void BackgroundLoop::FlushCompletions() {
   if (completed_.empty()) return;
-  Deliver(&completed_, &completed_results_, &completed_handles_);
+  Deliver(&completed_, &completed_results_, &delivery_);
 }
 
 absl::Status BackgroundLoop::LaunchOnGpu(const Response& response, ProcessSet& set,
-                                         const std::vector<TensorEntry*>& entries) {
+                                         std::vector<std::unique_ptr<TensorEntry>> owned) {
   if (gpu_ == nullptr) {
     // Runs on the GPU completion thread: only thread-safe state (queue, handles).
     auto deliver = [this](std::vector<std::unique_ptr<TensorEntry>>* done,
                           std::vector<OpResult>* results) {
-      std::vector<std::pair<Handle, OpResult>> handles;
-      Deliver(done, results, &handles);
+      DeliveryScratch scratch;
+      Deliver(done, results, &scratch);
     };
     gpu_ = std::make_unique<GpuDataPlane>(gpu_platform_, shared_, config_.gpu_op_timeout,
                                           std::move(deliver));
-  }
-  std::vector<std::unique_ptr<TensorEntry>> owned(entries.size());
-  for (size_t i = 0; i < entries.size(); ++i) {
-    if (entries[i] != nullptr) owned[i] = TakePending(response.names[i]);
   }
   return gpu_->Launch(response, response.process_set_id, *set.backend, std::move(owned),
                       set.hierarchy);
@@ -879,18 +982,26 @@ void BackgroundLoop::FailAllPending(const absl::Status& status) {
   names.reserve(pending_.size());
   for (const auto& [name, entry] : pending_) names.emplace_back(name);
   for (const std::string& name : names) CompleteEntry(name, StatusResult(status));
-  for (std::unique_ptr<TensorEntry>& entry : queue_->DrainAll()) {
+  auto fail = [&](std::unique_ptr<TensorEntry> entry) {
+    if (entry == nullptr) return;
     completed_.push_back(std::move(entry));
     completed_results_.push_back(StatusResult(status));
-  }
+  };
+  std::vector<int32_t> waiting;
+  waiters_.ForEach([&](int32_t bit, TensorEntry*) { waiting.push_back(bit); });
+  for (int32_t bit : waiting) fail(waiters_.Take(bit));
+  for (std::unique_ptr<TensorEntry>& entry : hits_) fail(std::move(entry));
+  hits_.clear();
+  for (std::unique_ptr<TensorEntry>& entry : queue_->DrainAll()) fail(std::move(entry));
   FlushCompletions();
   unsent_.clear();
-  by_bit_.clear();
 }
 
 void BackgroundLoop::UpdateCache(const ResponseList& negotiated,
-                                 const std::vector<std::optional<Request>>& locals) {
+                                 const std::vector<std::optional<Request>>& locals,
+                                 const std::vector<LocalSlot>& local_slots) {
   if (cache_->capacity() == 0 || !negotiated.joined_ranks.empty()) return;
+  bool put = false;
   for (size_t i = 0; i < negotiated.responses.size(); ++i) {
     const Response& r = negotiated.responses[i];
     if (r.is_error() || !IsDataOp(r.type) || !r.group_key.empty() || r.names.size() != 1) {
@@ -898,16 +1009,17 @@ void BackgroundLoop::UpdateCache(const ResponseList& negotiated,
     }
     const Request* local = locals[i].has_value() ? &*locals[i] : nullptr;
     const int32_t bit = cache_->Put(r, local);
+    put = true;
     bits_.SetForeign(bit, Backend(r.process_set_id) == nullptr);
+    if (local_slots[i].slot >= 0) Bind(local_slots[i], bit);
   }
+  if (!put) return;
   // A Put may have evicted (or reused the bit of) an entry a local op waits on.
-  std::vector<TensorEntry*> stale;
-  for (const auto& [bit, entry] : by_bit_) {
-    if (!cache_->Contains(bit) || cache_->Get(bit).names[0] != entry->request.name) {
-      stale.push_back(entry);
-    }
-  }
-  for (TensorEntry* entry : stale) Uncache(entry);
+  std::vector<int32_t> stale;
+  waiters_.ForEach([&](int32_t bit, TensorEntry*) {
+    if (cache_->VersionAt(bit) != waiters_.VersionOf(bit)) stale.push_back(bit);
+  });
+  for (int32_t bit : stale) Uncache(bit);
 }
 
 }  // namespace chorus::runtime

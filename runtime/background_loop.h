@@ -62,6 +62,7 @@
 #include "ops/hierarchical/hierarchical_backend.h"
 #include "runtime/autotune/autotuner.h"
 #include "runtime/cache_bit_vector.h"
+#include "runtime/cache_waiters.h"
 #include "runtime/config.h"
 #include "runtime/controller.h"
 #include "runtime/coordinator.h"
@@ -72,6 +73,7 @@
 #include "runtime/gpu/gpu_data_plane.h"
 #include "runtime/handle_table.h"
 #include "runtime/name_hash.h"
+#include "runtime/op_slots.h"
 #include "runtime/process_set_registry.h"
 #include "runtime/progress_watchdog.h"
 #include "runtime/response_cache.h"
@@ -82,12 +84,14 @@ namespace chorus::runtime {
 
 class BackgroundLoop {
  public:
-  // Borrows `queue`, `entry_pool` (where completed entries go), `registry`, `handles`,
-  // `timeline` and `autotune_memory` (what autotune carries from one world to the next; they
-  // outlive the loop). GPU tensors run on `gpu_platform` (ops/gpu_platform.h).
+  // Borrows `queue`, `entry_pool` (where completed entries go), `slots` (where registered ops'
+  // entries go back), `registry`, `handles`, `timeline` and `autotune_memory` (what autotune
+  // carries from one world to the next; they outlive the loop). GPU tensors run on
+  // `gpu_platform` (ops/gpu_platform.h).
   BackgroundLoop(Config config, std::unique_ptr<Controller> controller, SubmissionQueue* queue,
-                 EntryPool* entry_pool, ProcessSetRegistry* registry, HandleTable* handles,
-                 timeline::Timeline* timeline, std::shared_ptr<ops::gpu::GpuPlatform> gpu_platform,
+                 EntryPool* entry_pool, SlotTable* slots, ProcessSetRegistry* registry,
+                 HandleTable* handles, timeline::Timeline* timeline,
+                 std::shared_ptr<ops::gpu::GpuPlatform> gpu_platform,
                  AutotuneMemory* autotune_memory);
   // Joins the thread. REQUIRES: the queue was closed (the loop then stops).
   ~BackgroundLoop();
@@ -112,6 +116,10 @@ class BackgroundLoop {
     // batch, before its ops complete. Calls of sets that can only run flat are not counted.
     std::atomic<int64_t> hierarchical_allreduces{0};
     std::atomic<int64_t> flat_allreduces{0};
+    // Windows of small CPU tensors reduced through the fusion buffer, and where they lie
+    // (Note [Zero-copy windows] in docs/fusion.md); published after each batch.
+    std::atomic<int64_t> copied_windows{0};
+    std::atomic<int64_t> zero_copy_windows{0};
   };
   const Counters& counters() const { return counters_; }
   // Autotune's parameters of this world, each with the cycle it took effect in (empty when rank
@@ -119,6 +127,11 @@ class BackgroundLoop {
   std::vector<Autotuner::Switch> autotune_history() const;
 
  private:
+  // A registered op's slot and registration (TensorEntry::slot, ::registration); slot -1: none.
+  struct LocalSlot {
+    int32_t slot = -1;
+    uint64_t registration = 0;
+  };
   struct ProcessSet {
     std::vector<int32_t> ranks;                       // world ranks, ascending
     std::unique_ptr<ops::CollectiveBackend> backend;  // null when this rank is not a member
@@ -164,9 +177,14 @@ class BackgroundLoop {
   // One cycle; sets *stop when the loop must end. A non-OK status is fatal.
   absl::Status RunCycle(bool* stop);
 
-  // Step 1. Moves queued entries into pending_, classifying each by the cache; appends the bits
-  // of changed cache entries to *invalid_bits. Entries not stamped at submission get `now`.
+  // Step 1. Takes queued entries: those the cache knows wait on their bit (waiters_), the
+  // others go to pending_ for the coordinator; appends the bits of changed cache entries to
+  // *invalid_bits. Entries not stamped at submission get `now`.
   void TakeNewEntries(absl::Time now, std::vector<int32_t>* invalid_bits);
+  // The cache bit of `entry`'s response if the cache knows it (-1 otherwise), through the
+  // binding of a registered op or a lookup; appends a bit that must be erased everywhere to
+  // *invalid_bits.
+  int32_t CachedBit(const TensorEntry& entry, std::vector<int32_t>* invalid_bits);
   // Step 1. Appends the bits of cached entries pending longer than the stall policy allows.
   void ExpireCacheWaits(absl::Time now, std::vector<int32_t>* invalid_bits);
   // Step 1, rank 0. Logs stalled ops (a few times per stall period); true when this cycle must
@@ -175,37 +193,52 @@ class BackgroundLoop {
   // Step 2. ANDs the bit vector with every rank's and erases the invalidated cache entries.
   // An error when some rank's GPU data plane failed.
   absl::Status ExchangeBits(const std::vector<int32_t>& invalid_bits, bool stall_round);
-  // Step 2. The cached responses ready on every rank, in bit order; their entries stop waiting
-  // on the cache. The pointers are into the cache, valid until UpdateCache.
-  std::vector<const Response*> TakeCacheHits();
+  // Step 2. The cached responses ready on every rank, in bit order, into ready_; their entries
+  // (null where this rank holds none) into hits_, aligned. The pointers are into the cache,
+  // valid until UpdateCache.
+  void TakeCacheHits();
   // Step 3. `locals[i]`: this rank's request for negotiated.responses[i] if it holds that single
   // tensor (what UpdateCache keeps for later lookups).
-  std::vector<std::optional<Request>> LocalRequests(const ResponseList& negotiated) const;
+  // `*slots` (aligned): the slot of that entry when it is a registered op's.
+  std::vector<std::optional<Request>> LocalRequests(const ResponseList& negotiated,
+                                                    std::vector<LocalSlot>* slots) const;
   // Step 4. Switches to rank 0's autotune decision, received in cycle `cycle`.
   void ApplyAutotune(const AutotuneUpdate& update, int64_t cycle);
-  // Step 4. Fuses `ready` then `negotiated` and executes the plan in order.
-  absl::Status PlanAndExecute(std::vector<const Response*> ready, const ResponseList& negotiated);
-  // The entry no longer waits on the cache: it will be sent to the coordinator.
-  void Uncache(TensorEntry* entry);
+  // Step 4. Fuses ready_ then `negotiated` and executes the plan in order.
+  absl::Status PlanAndExecute(const ResponseList& negotiated);
+  // The entry waiting on `bit` no longer waits on the cache: it will be sent to the
+  // coordinator.
+  void Uncache(int32_t bit);
   void UncacheAll();
   // Queues the entry for the next negotiation round.
   void MarkUnsent(TensorEntry* entry);
   // Sends unsent_ to rank 0 and receives the cycle's response list.
   absl::Status Negotiate(ResponseList* out);
-  absl::Status ExecuteResponse(const Response& response);
+  // Runs a planned response whose names come from the cycle's responses `sources` (indices into
+  // ready_, then the negotiated list: PlanFusionInto).
+  absl::Status ExecuteResponse(const Response& response, absl::Span<const int32_t> sources);
+  // This rank's entry of a planned name (null: none here), where it waits: hits_ for a cached
+  // response, pending_ for a negotiated one. PeekSource leaves it there, TakeSource takes it.
+  TensorEntry* PeekSource(int32_t source, const std::string& name) const;
+  std::unique_ptr<TensorEntry> TakeSource(int32_t source, const std::string& name);
   // Hands a response on GPU tensors to the GPU data plane (created on first use).
   absl::Status LaunchOnGpu(const Response& response, ProcessSet& set,
-                           const std::vector<TensorEntry*>& entries);
+                           std::vector<std::unique_ptr<TensorEntry>> entries);
   using PendingMap = NameMap<absl::string_view, std::unique_ptr<TensorEntry>>;
   // Takes the entry out of pending_ and every index of it (null when unknown).
   std::unique_ptr<TensorEntry> TakePending(absl::string_view name);
   // The same for an element of pending_ (erasing it leaves the other iterators valid).
   std::unique_ptr<TensorEntry> TakePending(PendingMap::iterator it);
+  // What Deliver reuses from one call to the next (one per calling thread).
+  struct DeliveryScratch {
+    std::vector<std::pair<Handle, OpResult>> handles;
+    std::vector<std::pair<std::unique_ptr<TensorEntry>, absl::Status>> slots;
+  };
   // Forgets the names of finished entries, runs their callbacks, completes their handles and
-  // retires the entries to the pool.
-  // Thread-safe (queue and handle table are); the GPU completion thread calls it too.
+  // retires the entries to the pool (registered ops' go back to their slots).
+  // Thread-safe (queue, slots and handle table are); the GPU completion thread calls it too.
   void Deliver(std::vector<std::unique_ptr<TensorEntry>>* entries, std::vector<OpResult>* results,
-               std::vector<std::pair<Handle, OpResult>>* handle_scratch);
+               DeliveryScratch* scratch);
   // Takes the entry out of pending_ and queues its completion for FlushCompletions (nothing
   // when `name` is not pending).
   void CompleteEntry(absl::string_view name, OpResult result);
@@ -214,9 +247,20 @@ class BackgroundLoop {
   // Runs the queued completions: forgets the names, runs callbacks, completes the handles.
   void FlushCompletions();
   void FailAllPending(const absl::Status& status);
-  // Step 5. `locals` as from LocalRequests.
+  // Step 5. `locals` and `local_slots` as from LocalRequests.
   void UpdateCache(const ResponseList& negotiated,
-                   const std::vector<std::optional<Request>>& locals);
+                   const std::vector<std::optional<Request>>& locals,
+                   const std::vector<LocalSlot>& local_slots);
+  // Registered ops (Note [Registered ops] in runtime/op_slots.h): the cache bit (and its
+  // version) that answered the op of each slot last, so that its next submission finds it
+  // without a lookup by name.
+  struct SlotBinding {
+    int32_t bit = -1;
+    uint64_t version = 0;       // ResponseCache::VersionAt(bit) when bound; 0: unbound
+    uint64_t registration = 0;  // TensorEntry::registration of the op bound
+  };
+  // Binds the registered op `op` to `bit`.
+  void Bind(const LocalSlot& op, int32_t bit);
   int SetSize(int32_t id) const;
   // This rank's backend for the process set (null: unknown set, or not a member).
   ops::CollectiveBackend* Backend(int32_t id) const;
@@ -236,6 +280,7 @@ class BackgroundLoop {
   bool warned_flat_ = false;  // the one warning that a set runs flat despite the config
   SubmissionQueue* queue_;
   EntryPool* entry_pool_;
+  SlotTable* slots_;
   ProcessSetRegistry* registry_;
   HandleTable* handles_;
   timeline::Timeline* timeline_;
@@ -249,9 +294,32 @@ class BackgroundLoop {
   std::shared_ptr<ops::gpu::GpuPlatform> gpu_platform_;
   std::unique_ptr<GpuDataPlane> gpu_;  // created by the first GPU response
   std::map<int32_t, ProcessSet> process_sets_;
-  // Entries taken from the queue and not yet completed, by name (a view of the owned entry's
-  // request.name, which lives as long as the map element).
+  // Entries taken from the queue that wait for the coordinator or run, by name (a view of the
+  // owned entry's request.name, which lives as long as the map element). Entries that wait on
+  // the cache are in waiters_, those of the cycle's cache hits in hits_.
   PendingMap pending_;
+  CacheWaiters waiters_;  // sized by the handshake (shared cache capacity)
+  // The cycle's cached responses ready everywhere (TakeCacheHits), and this rank's entries of
+  // them, aligned (null: not held here, or taken by their execution).
+  std::vector<const Response*> ready_;
+  std::vector<int32_t> ready_bits_;  // their bits
+  std::vector<std::unique_ptr<TensorEntry>> hits_;
+  // What the current plan (plan_, plan_sources_) was made of (Note [Plan reuse]).
+  struct PlanKey {
+    bool cached_only = false;  // no negotiated response among its inputs
+    uint64_t epoch = 0;        // ResponseCache::epoch() then
+    int64_t threshold = 0;
+    std::vector<int32_t> bits;  // ready_bits_ then
+  };
+  PlanKey last_plan_;
+  std::vector<SlotBinding> slot_bindings_;  // by slot index (SlotIndex)
+  // Scratch of each cycle, kept for its buffers.
+  std::vector<std::unique_ptr<TensorEntry>> drained_;
+  std::vector<const Response*> plan_inputs_;
+  std::vector<int32_t> plan_sources_;                // PlanFusionInto's
+  std::vector<TensorEntry*> response_entries_;       // of the response being executed
+  std::vector<std::unique_ptr<TensorEntry>> owned_;  // its entries, taken for execution
+  std::vector<OpResult> results_;                    // their results
   std::vector<TensorEntry*> unsent_;  // pending entries not yet sent to the coordinator
   // The fused responses of the cycle in progress, then spare buffers for the next cycles
   // (PlanFusionInto reuses their names and shapes).
@@ -261,14 +329,13 @@ class BackgroundLoop {
   std::vector<int32_t> joined_ranks_;    // as last broadcast by the coordinator
   TensorEntry* local_join_ = nullptr;    // this rank's pending join, if any (in pending_)
   CacheBitVector bits_{0};               // sized by the handshake (shared cache capacity)
-  absl::flat_hash_map<int32_t, TensorEntry*> by_bit_;  // pending entries waiting on the cache
   const StallPolicy stall_policy_;
   absl::Time last_stall_check_ = absl::InfinitePast();
   Counters counters_;
   // Completions of the current response, flushed together (one lock per table, not per op).
   std::vector<std::unique_ptr<TensorEntry>> completed_;
   std::vector<OpResult> completed_results_;
-  std::vector<std::pair<Handle, OpResult>> completed_handles_;
+  DeliveryScratch delivery_;
   CycleTracer tracer_;
   AutotuneMemory* autotune_memory_;
   std::unique_ptr<Autotuner> autotuner_;       // when rank 0 autotunes; set by the handshake

@@ -187,6 +187,32 @@ int chorus_enqueue(const chorus_op_t* op, chorus_done_fn done, void* done_arg,
   });
 }
 
+int chorus_register_op(const chorus_op_t* op, int32_t* slot) {
+  return Guard([&] {
+    absl::StatusOr<chorus::OpSlot> s = chorus::RegisterOp(ToRequest(*op));
+    if (!s.ok()) return Report(s.status());
+    *slot = *s;
+    return 0;
+  });
+}
+
+int chorus_submit(int32_t slot, void* input, void* output, void* stream, chorus_handle_t* out) {
+  return Guard([&] {
+    chorus::SubmitArgs args;
+    args.input = input;
+    args.output = output;
+    args.stream = stream;
+    absl::StatusOr<chorus::Handle> h = chorus::Submit(slot, args);
+    if (!h.ok()) return Report(h.status());
+    *out = *h;
+    return 0;
+  });
+}
+
+int chorus_unregister_op(int32_t slot) {
+  return Guard([&] { return Report(chorus::UnregisterOp(slot)); });
+}
+
 int chorus_enqueue_group(const chorus_op_t* ops, int32_t n, chorus_handle_t* out) {
   return Guard([&] {
     std::vector<chorus::OpRequest> requests;

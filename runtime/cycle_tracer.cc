@@ -14,15 +14,14 @@ void CycleTracer::Negotiated(TensorEntry& entry, absl::Time at, bool cached) {
   entry.ready_at = at;
 }
 
-void CycleTracer::Start(const Response& response,
-                        absl::FunctionRef<const TensorEntry*(const std::string&)> find) {
+void CycleTracer::Start(const Response& response, absl::Span<TensorEntry* const> entries) {
   if (!active()) return;
   started_ = absl::Now();
   traced_.assign(response.names.size(), TracedTensor());
   spans_.clear();
   const int64_t batch_id = timeline_->NextBatchId();
   for (size_t i = 0; i < response.names.size(); ++i) {
-    const TensorEntry* entry = find(response.names[i]);
+    const TensorEntry* entry = entries[i];
     if (entry == nullptr) continue;
     TracedTensor& t = traced_[i];
     t.row = timeline_->Row(response.names[i]);

@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "absl/functional/function_ref.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 
 #include "ops/collective_backend.h"
 #include "runtime/executor.h"
@@ -41,9 +41,9 @@ class CycleTracer {
   // The entry's response is known at `at` (from the cache's bit vector when `cached`).
   void Negotiated(TensorEntry& entry, absl::Time at, bool cached);
 
-  // Before `response` runs; `find` gives this rank's entry of a name (null: not held here).
-  void Start(const Response& response,
-             absl::FunctionRef<const TensorEntry*(const std::string&)> find);
+  // Before `response` runs; entries[i] is this rank's entry of its i-th name (null: not held
+  // here).
+  void Start(const Response& response, absl::Span<TensorEntry* const> entries);
   // Where the executor records what it did (null while not tracing).
   std::vector<ExecutionSpan>* spans() { return active() ? &spans_ : nullptr; }
   // After the collective of the response passed to Start, which ran on `backend` (null: this

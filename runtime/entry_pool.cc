@@ -25,7 +25,7 @@ void EntryPool::Retire(std::vector<std::unique_ptr<TensorEntry>>* entries) {
     MutexLock lock(&mu_);
     for (std::unique_ptr<TensorEntry>& entry : *entries) {
       if (free_.size() >= capacity_) break;
-      free_.push_back(std::move(entry));
+      if (entry != nullptr) free_.push_back(std::move(entry));
     }
   }
   entries->clear();  // frees what did not fit, outside the lock

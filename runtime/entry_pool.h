@@ -30,8 +30,8 @@ class EntryPool {
   // request's name and shape keep (empty) heap buffers from earlier use.
   std::unique_ptr<TensorEntry> Take() ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Takes the entries (empties *entries) for reuse. REQUIRES: their callbacks have run and no
-  // other structure refers to them.
+  // Takes the entries (empties *entries) for reuse; null elements are skipped. REQUIRES: their
+  // callbacks have run and no other structure refers to them.
   void Retire(std::vector<std::unique_ptr<TensorEntry>>* entries) ABSL_LOCKS_EXCLUDED(mu_);
 
   size_t size() const ABSL_LOCKS_EXCLUDED(mu_);

@@ -22,6 +22,63 @@ std::shared_ptr<OutputBuffer> NewOutput(int64_t bytes) {
   return std::make_shared<OutputBuffer>(static_cast<size_t>(bytes));
 }
 
+// The elements of the packed window that starts at packed[first], element `first_off`: up to
+// `chunk_elems` of the packed tensors, in order.
+int64_t WindowElements(const Response& response, const std::vector<size_t>& packed, size_t first,
+                       int64_t first_off, int64_t chunk_elems) {
+  int64_t filled = 0;
+  for (size_t t = first; t < packed.size() && filled < chunk_elems; ++t) {
+    const int64_t count = NumElements(response.shapes[packed[t]]) - (t == first ? first_off : 0);
+    filled += std::min(count, chunk_elems - filled);
+  }
+  return filled;
+}
+
+// Moves (first, first_off) past `n` elements of the packed tensors, and past the zero-element
+// tensors that follow (complete as well).
+void AdvanceWindow(const Response& response, const std::vector<size_t>& packed, int64_t n,
+                   size_t* first, int64_t* first_off) {
+  while (n > 0) {
+    const int64_t count = NumElements(response.shapes[packed[*first]]);
+    const int64_t take = std::min(count - *first_off, n);
+    n -= take;
+    *first_off += take;
+    if (*first_off == count) {
+      ++*first;
+      *first_off = 0;
+    }
+  }
+  while (*first < packed.size() && NumElements(response.shapes[packed[*first]]) == 0) ++*first;
+}
+
+// Note [Zero-copy windows]: where the window starting at packed[first], element `first_off`,
+// lies in this rank's memory when its tensors are held here, reduced in place, and back to back
+// in window order; null otherwise (it is packed into the fusion buffer).
+std::byte* ContiguousWindow(const Response& response, const std::vector<TensorEntry*>& entries,
+                            const std::vector<size_t>& packed, size_t first, int64_t first_off,
+                            int64_t chunk_elems, int64_t esize) {
+  std::byte* start = nullptr;
+  std::byte* next = nullptr;  // where the next tensor must begin
+  int64_t filled = 0;
+  for (size_t t = first; t < packed.size() && filled < chunk_elems; ++t) {
+    const TensorEntry* entry = entries[packed[t]];
+    if (entry == nullptr) return nullptr;
+    const OpRequest& op = entry->op;
+    if (op.output.data != nullptr && op.output.data != op.input.data) return nullptr;
+    const int64_t off = t == first ? first_off : 0;
+    std::byte* at = Bytes(op.input.data) + off * esize;
+    if (start == nullptr) {
+      start = at;
+    } else if (at != next) {
+      return nullptr;
+    }
+    const int64_t n = std::min(NumElements(response.shapes[packed[t]]) - off, chunk_elems - filled);
+    filled += n;
+    next = at + n * esize;
+  }
+  return filled > 0 ? start : nullptr;
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<int64_t>> ExchangeRowCounts(ops::CollectiveBackend& backend,
@@ -163,6 +220,12 @@ absl::Status Executor::Execute(const Response& response, const std::vector<Tenso
                                ops::CollectiveBackend& backend, std::vector<OpResult>* results,
                                std::vector<ExecutionSpan>* trace) {
   results->assign(entries.size(), OpResult());
+  if (response.type == OpType::kAllreduce && backend.size() == 1) {
+    trace_ = trace;
+    AllreduceAlone(response, entries);
+    trace_ = nullptr;
+    return absl::OkStatus();
+  }
   absl::Status refused;
   absl::Status status = Reserve(response, backend, &refused);
   if (!status.ok() || !refused.ok()) {
@@ -209,6 +272,22 @@ void Executor::Record(ExecutionSpan::Activity activity, size_t index, absl::Time
   trace_->push_back(ExecutionSpan{activity, static_cast<int32_t>(index), start, end, chunks});
 }
 
+void Executor::AllreduceAlone(const Response& response, const std::vector<TensorEntry*>& entries) {
+  // The same arithmetic as Allreduce's (prescale, then postscale), without its copies.
+  const DataType dtype = response.dtype;
+  const double pre = response.prescale_factor;
+  const double post = PostscaleFor(response, 1);
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (entries[i] == nullptr) continue;
+    const absl::Time start = Now();
+    const int64_t count = NumElements(response.shapes[i]);
+    void* out = OutputOf(*entries[i]);
+    ops::ScaleCopy(out, entries[i]->op.input.data, count, dtype, pre);
+    ops::ScaleInPlace(out, count, dtype, post);
+    Record(ExecutionSpan::Activity::kCollective, i, start, Now());
+  }
+}
+
 absl::Status Executor::Allreduce(const Response& response, const std::vector<TensorEntry*>& entries,
                                  ops::CollectiveBackend& backend) {
   const DataType dtype = response.dtype;
@@ -218,8 +297,9 @@ absl::Status Executor::Allreduce(const Response& response, const std::vector<Ten
   const double post = PostscaleFor(response, backend.size());
   const int64_t chunk_elems = std::max<int64_t>(1, config_.pipeline_chunk_bytes / esize);
 
-  // Small tensors, packed: (entry index, element count).
-  std::vector<size_t> packed;
+  // Small tensors, packed: their indices (packed_ keeps its buffer from one call to the next).
+  std::vector<size_t>& packed = packed_;
+  packed.clear();
   int64_t packed_elems = 0;
 
   for (size_t i = 0; i < entries.size(); ++i) {
@@ -267,9 +347,31 @@ absl::Status Executor::Allreduce(const Response& response, const std::vector<Ten
   size_t first = 0;       // first packed tensor overlapping the window
   int64_t first_off = 0;  // elements of packed[first] already handled
   while (first < packed.size()) {
-    // Pack.
     const size_t window_first = first;
     const absl::Time pack_start = Now();
+    // Note [Zero-copy windows] (docs/fusion.md): the window's tensors, on this rank, may lie
+    // back to back in memory, each reduced in place (gradients that are views into one bucket);
+    // then the window is reduced where it lies, without the copies. The window is the same on
+    // every rank either way (its extent depends only on the response and the chunk size), so
+    // each rank decides alone.
+    if (std::byte* region =
+            ContiguousWindow(response, entries, packed, first, first_off, chunk_elems, esize);
+        region != nullptr) {
+      const int64_t n = WindowElements(response, packed, first, first_off, chunk_elems);
+      ops::ScaleInPlace(region, n, dtype, pre);
+      CHORUS_RETURN_IF_ERROR(backend.Allreduce(region, region, n, dtype, op));
+      ops::ScaleInPlace(region, n, dtype, post);
+      AdvanceWindow(response, packed, n, &first, &first_off);
+      ++counters_.zero_copy_windows;
+      if (trace_ != nullptr) {
+        const absl::Time end = Now();
+        for (size_t k = window_first; k < first; ++k) {
+          Record(ExecutionSpan::Activity::kCollective, packed[k], pack_start, end);
+        }
+      }
+      continue;
+    }
+    // Pack.
     int64_t filled = 0;
     size_t t = first;
     int64_t t_off = first_off;
@@ -293,26 +395,28 @@ absl::Status Executor::Allreduce(const Response& response, const std::vector<Ten
     const size_t window_end = t_off > 0 ? t + 1 : t;  // packed[window_first, window_end)
     const absl::Time reduce_start = Now();
     CHORUS_RETURN_IF_ERROR(backend.Allreduce(buffer, buffer, filled, dtype, op));
+    ++counters_.copied_windows;
     const absl::Time unpack_start = Now();
     // Unpack the same ranges.
     int64_t drained = 0;
+    size_t u = first;
+    int64_t u_off = first_off;
     while (drained < filled) {
-      const size_t i = packed[first];
+      const size_t i = packed[u];
       const int64_t count = NumElements(response.shapes[i]);
-      const int64_t n = std::min(count - first_off, filled - drained);
+      const int64_t n = std::min(count - u_off, filled - drained);
       if (entries[i] != nullptr) {
-        ops::ScaleCopy(Bytes(OutputOf(*entries[i])) + first_off * esize, buffer + drained * esize,
-                       n, dtype, post);
+        ops::ScaleCopy(Bytes(OutputOf(*entries[i])) + u_off * esize, buffer + drained * esize, n,
+                       dtype, post);
       }
       drained += n;
-      first_off += n;
-      if (first_off == count) {
-        ++first;
-        first_off = 0;
+      u_off += n;
+      if (u_off == count) {
+        ++u;
+        u_off = 0;
       }
     }
-    // Zero-element tensors at the end of the window are complete as well.
-    while (first < packed.size() && NumElements(response.shapes[packed[first]]) == 0) ++first;
+    AdvanceWindow(response, packed, filled, &first, &first_off);
     if (trace_ != nullptr) {
       const absl::Time end = Now();
       for (size_t k = window_first; k < std::max(window_end, first); ++k) {

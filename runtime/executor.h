@@ -74,6 +74,14 @@ class Executor {
   explicit Executor(const SharedConfig& config, bool huge_pages = false);
   Executor(const SharedConfig& config, Options options);
 
+  // Windows of packed tensors reduced so far (Note [Zero-copy windows] in docs/fusion.md):
+  // through the fusion buffer, and where they lie.
+  struct Counters {
+    int64_t copied_windows = 0;
+    int64_t zero_copy_windows = 0;
+  };
+  const Counters& counters() const { return counters_; }
+
   // Runs later responses with `config`'s pipeline chunk size and in-place minimum (autotune:
   // runtime/autotune/autotuner.h). A set's fusion buffer is agreed on again when it must grow.
   // REQUIRES: every member of every process set makes the same change between the same two
@@ -97,6 +105,9 @@ class Executor {
  private:
   absl::Status Allreduce(const Response& response, const std::vector<TensorEntry*>& entries,
                          ops::CollectiveBackend& backend);
+  // An allreduce over a set of one rank: the reduction is the identity, so only the scaling
+  // (and the copy into an output tensor) remains: no fusion buffer, no collective.
+  void AllreduceAlone(const Response& response, const std::vector<TensorEntry*>& entries);
   absl::Status Allgather(const Response& response, const std::vector<TensorEntry*>& entries,
                          ops::CollectiveBackend& backend, std::vector<OpResult>* results);
   absl::Status Broadcast(const Response& response, const std::vector<TensorEntry*>& entries,
@@ -131,6 +142,8 @@ class Executor {
   // Per process set id (never reused): the fusion-buffer bytes every member agreed it holds.
   absl::flat_hash_map<int32_t, int64_t> reserved_;
   std::vector<ExecutionSpan>* trace_ = nullptr;  // during Execute only
+  std::vector<size_t> packed_;                   // Allreduce's scratch
+  Counters counters_;
 };
 
 }  // namespace chorus::runtime

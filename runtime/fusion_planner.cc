@@ -50,21 +50,27 @@ void CopyHeader(const Response& from, Response& to) {
   to.wire_dtype = from.wire_dtype;
 }
 
-// Makes `to` the fusion of `parts` (in order; compatible), assigning into its existing names
-// and shapes so that their buffers are reused.
-void AssignFused(absl::Span<const Response* const> parts, Response& to) {
-  CopyHeader(*parts[0], to);
+// Makes `to` the fusion of responses[parts[0]], responses[parts[1]], ... (in order;
+// compatible), assigning into its existing names and shapes so that their buffers are reused;
+// appends each name's source index to `sources` (if set).
+void AssignFused(absl::Span<const Response* const> responses, const std::vector<size_t>& parts,
+                 Response& to, std::vector<int32_t>* sources) {
+  CopyHeader(*responses[parts[0]], to);
   size_t names = 0, shapes = 0;
-  for (const Response* r : parts) {
-    names += r->names.size();
-    shapes += r->shapes.size();
+  for (size_t p : parts) {
+    names += responses[p]->names.size();
+    shapes += responses[p]->shapes.size();
   }
   to.names.resize(names);
   to.shapes.resize(shapes);
   to.first_dims.clear();
   size_t n = 0, s = 0;
-  for (const Response* r : parts) {
-    for (const std::string& name : r->names) to.names[n++].assign(name);
+  for (size_t p : parts) {
+    const Response* r = responses[p];
+    for (const std::string& name : r->names) {
+      to.names[n++].assign(name);
+      if (sources != nullptr) sources->push_back(static_cast<int32_t>(p));
+    }
     for (const std::vector<int64_t>& shape : r->shapes) {
       to.shapes[s++].assign(shape.begin(), shape.end());
     }
@@ -105,8 +111,10 @@ std::vector<Response> PlanFusion(absl::Span<const Response* const> responses,
 }
 
 size_t PlanFusionInto(absl::Span<const Response* const> responses, int64_t threshold_bytes,
-                      const std::function<int(int32_t)>& set_size_of, std::vector<Response>* out) {
+                      const std::function<int(int32_t)>& set_size_of, std::vector<Response>* out,
+                      std::vector<int32_t>* sources) {
   const size_t n = responses.size();
+  if (sources != nullptr) sources->clear();
   size_t used = 0;  // out's first `used` responses are this plan's
   auto slot = [&]() -> Response& {
     if (used == out->size()) out->emplace_back();
@@ -114,7 +122,10 @@ size_t PlanFusionInto(absl::Span<const Response* const> responses, int64_t thres
   };
 
   // Byte sizes of the fusable ungrouped responses (the only ones the threshold applies to).
-  std::vector<int64_t> bytes(n, 0);
+  // Scratch kept per thread, so that planning the same batches every cycle allocates nothing.
+  thread_local std::vector<int64_t> bytes;
+  thread_local std::vector<size_t> next, prev, batch;
+  bytes.assign(n, 0);
   for (size_t i = 0; i < n; ++i) {
     const Response& r = *responses[i];
     if (!Fusable(r) || !r.group_key.empty()) continue;
@@ -123,7 +134,8 @@ size_t PlanFusionInto(absl::Span<const Response* const> responses, int64_t thres
   }
 
   // Doubly linked list of unplaced indices; n is the end sentinel.
-  std::vector<size_t> next(n), prev(n);
+  next.resize(n);
+  prev.resize(n);
   for (size_t i = 0; i < n; ++i) {
     next[i] = i + 1;
     prev[i] = i == 0 ? n : i - 1;
@@ -138,16 +150,18 @@ size_t PlanFusionInto(absl::Span<const Response* const> responses, int64_t thres
     if (next[i] != n) prev[next[i]] = prev[i];
   };
 
-  std::vector<const Response*> batch;
   while (head != n) {
     const size_t first = head;
     unlink(first);
     const Response& base = *responses[first];
     if (!Fusable(base)) {
       slot() = base;
+      if (sources != nullptr) {
+        sources->insert(sources->end(), base.names.size(), static_cast<int32_t>(first));
+      }
       continue;
     }
-    batch.assign(1, &base);
+    batch.assign(1, first);
     const bool grouped = !base.group_key.empty();
     int64_t total = bytes[first];
     if (grouped || (threshold_bytes > 0 && total <= threshold_bytes)) {
@@ -157,13 +171,13 @@ size_t PlanFusionInto(absl::Span<const Response* const> responses, int64_t thres
         if (Fusable(cand) && Compatible(base, cand) &&
             (grouped || total + bytes[j] <= threshold_bytes)) {
           total += bytes[j];
-          batch.push_back(&cand);
+          batch.push_back(j);
           unlink(j);
         }
         j = after;
       }
     }
-    AssignFused(batch, slot());
+    AssignFused(responses, batch, slot(), sources);
   }
   return used;
 }

@@ -44,8 +44,11 @@ std::vector<Response> PlanFusion(absl::Span<const Response* const> responses,
 // PlanFusion into `*out`, reusing the buffers of the responses it holds: a loop that plans
 // batches of the same tensors every cycle allocates almost nothing. Returns the plan's length
 // k: the plan is (*out)[0, k); the responses after it are spare buffers, kept for later plans.
+// With `sources`, also says where each planned name came from: (*sources)[j] is the index in
+// `responses` of the j-th name of the plan (the names of (*out)[0], then of (*out)[1], ...).
 size_t PlanFusionInto(absl::Span<const Response* const> responses, int64_t threshold_bytes,
-                      const std::function<int(int32_t)>& set_size_of, std::vector<Response>* out);
+                      const std::function<int(int32_t)>& set_size_of, std::vector<Response>* out,
+                      std::vector<int32_t>* sources = nullptr);
 std::vector<Response> PlanFusion(const std::vector<Response>& responses, int64_t threshold_bytes,
                                  const std::function<int(int32_t)>& set_size_of);
 

@@ -8,6 +8,7 @@
 #define CHORUS_RUNTIME_PROCESS_SET_REGISTRY_H_
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -24,16 +25,22 @@ class ProcessSetRegistry {
   void Set(int32_t id, std::vector<int32_t> world_ranks) ABSL_LOCKS_EXCLUDED(mu_) {
     MutexLock lock(&mu_);
     sets_[id] = std::move(world_ranks);
+    version_.fetch_add(1, std::memory_order_release);
   }
   void Erase(int32_t id) ABSL_LOCKS_EXCLUDED(mu_) {
     MutexLock lock(&mu_);
     sets_.erase(id);
+    version_.fetch_add(1, std::memory_order_release);
   }
   // Forgets every set (a runtime re-formed in place registers the new world's global set).
   void Clear() ABSL_LOCKS_EXCLUDED(mu_) {
     MutexLock lock(&mu_);
     sets_.clear();
+    version_.fetch_add(1, std::memory_order_release);
   }
+  // Changes with every Set, Erase and Clear: what a check of membership made under one
+  // version still holds under it (registered ops, runtime/op_slots.h).
+  uint64_t version() const { return version_.load(std::memory_order_acquire); }
   // The set's world ranks (ascending), or nullopt if no such set.
   std::optional<std::vector<int32_t>> Ranks(int32_t id) const ABSL_LOCKS_EXCLUDED(mu_) {
     MutexLock lock(&mu_);
@@ -67,6 +74,7 @@ class ProcessSetRegistry {
  private:
   mutable Mutex mu_;
   std::map<int32_t, std::vector<int32_t>> sets_ ABSL_GUARDED_BY(mu_);
+  std::atomic<uint64_t> version_{1};
 };
 
 }  // namespace chorus::runtime

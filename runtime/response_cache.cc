@@ -60,6 +60,8 @@ int32_t ResponseCache::Put(const Response& response, const Request* local) {
   }
   Entry& entry = entries_[static_cast<size_t>(bit)];
   entry.used = true;
+  entry.version = next_version_++;
+  ++epoch_;
   entry.response = response;
   if (local != nullptr) {
     entry.signature = *local;
@@ -93,9 +95,11 @@ void ResponseCache::Erase(int32_t bit) {
   lru_.erase(entry.lru);
   entry = Entry{};
   free_bits_.insert(bit);
+  ++epoch_;
 }
 
 void ResponseCache::Clear() {
+  ++epoch_;
   entries_.clear();
   bits_.clear();
   lru_.clear();

@@ -57,6 +57,15 @@ class ResponseCache {
   // REQUIRES: Contains(bit).
   const Response& Get(int32_t bit) const;
   bool Contains(int32_t bit) const;
+  // A number that changes whenever the entry at `bit` is put, replaced or erased, and is never
+  // given twice (0: no entry). What a lookup found at a bit is still there while the bit's
+  // version is the one it saw (the background loop's bindings of registered ops).
+  uint64_t VersionAt(int32_t bit) const {
+    return Contains(bit) ? entries_[static_cast<size_t>(bit)].version : 0;
+  }
+  // Changes whenever any entry is put, replaced or erased (Touch leaves it): responses read
+  // from the cache under one epoch are unchanged while it is the same.
+  uint64_t epoch() const { return epoch_; }
   // Marks the entry most recently used.
   void Touch(int32_t bit);
   // Removes the entry; no-op when absent.
@@ -69,6 +78,7 @@ class ResponseCache {
     Response response;
     std::optional<Request> signature;  // this rank's request; nullopt: never hits here
     std::list<int32_t>::iterator lru;  // position in lru_ while used
+    uint64_t version = 0;              // VersionAt
   };
 
   int32_t capacity_;
@@ -76,6 +86,8 @@ class ResponseCache {
   NameMap<std::string, int32_t> bits_;  // name -> bit (lookup only, never iterated)
   std::list<int32_t> lru_;              // used bits, most recently used first
   std::set<int32_t> free_bits_;         // erased bits below entries_.size()
+  uint64_t next_version_ = 1;
+  uint64_t epoch_ = 1;
 };
 
 }  // namespace chorus::runtime

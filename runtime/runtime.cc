@@ -166,7 +166,8 @@ void FillWireRequest(const OpRequest& r, int32_t rank, const std::string& group_
 
 }  // namespace
 
-Runtime::Runtime(Config config) : config_(std::move(config)) {}
+Runtime::Runtime(Config config)
+    : config_(std::move(config)), stamp_submissions_(!config_.timeline.empty()) {}
 
 std::unique_ptr<timeline::Timeline> Runtime::MakeTimeline(const Config& config,
                                                           const Topology& topology) {
@@ -201,12 +202,12 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(
 
 absl::Status Runtime::StartLoop(std::unique_ptr<Controller> controller,
                                 std::vector<std::vector<int32_t>> process_sets) {
-  // Open before the loop's first cycle (a closed queue asks every rank to stop). Pushes wait
-  // for world_mu_, held by the caller until the loop has started (or failed to).
-  queue_.Reopen();
+  // The loop re-opens the queue once its handshake succeeded, before its first cycle (a closed
+  // queue asks every rank to stop). Enqueues wait for world_mu_, held by the caller until the
+  // loop has started (or failed to); registered ops are refused until the queue is open.
   loop_ = std::make_unique<BackgroundLoop>(config_, std::move(controller), &queue_, &entry_pool_,
-                                           &registry_, &handles_, timeline_.get(), gpu_platform_,
-                                           &autotune_memory_);
+                                           &slots_, &registry_, &handles_, timeline_.get(),
+                                           gpu_platform_, &autotune_memory_);
   absl::Status started = loop_->Start(std::move(process_sets));
   if (!started.ok()) {
     queue_.Fail(absl::StrCat("chorus failed to start: ", started.ToString()));
@@ -270,8 +271,10 @@ absl::Status Runtime::Reform(Config config, std::unique_ptr<Controller> controll
   topology_ = controller->topology();
   controller_name_ = controller->name();
   config_ = std::move(config);
+  stamp_submissions_.store(!config_.timeline.empty(), std::memory_order_relaxed);
   timeline_ = std::move(timeline);
   registry_.Clear();
+  world_generation_.fetch_add(1, std::memory_order_release);
   CHORUS_LOG(INFO) << "re-forming in place: rank " << old.rank << " of " << old.size
                    << " becomes rank " << topology_.rank << " of " << topology_.size;
   return StartLoop(std::move(controller), {});
@@ -393,8 +396,7 @@ absl::Status Runtime::CheckRootRank(const OpRequest& r, bool global_set) const {
                                  r.process_set_id, " (ranks [", absl::StrJoin(ranks, ", "), "])"));
 }
 
-absl::Status Runtime::PrepareGpuEntry(TensorEntry& entry) {
-  const OpRequest& r = entry.op;
+absl::Status Runtime::CheckGpuDevice(const OpRequest& r) {
   const int32_t device = r.input.device;
   absl::Status usable = gpu_platform_->CheckDevice(device);
   if (!usable.ok()) {
@@ -402,15 +404,19 @@ absl::Status Runtime::PrepareGpuEntry(TensorEntry& entry) {
                                                       "': input is on GPU ", device, ", but ",
                                                       usable.message()));
   }
-  {
-    MutexLock lock(&gpu_mu_);
-    if (gpu_device_ < 0) gpu_device_ = device;
-    if (gpu_device_ != device) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          OpTypeName(r.type), " of tensor '", r.name, "': input is on GPU ", device,
-          ", but chorus drives one GPU per process and this one already uses GPU ", gpu_device_));
-    }
+  MutexLock lock(&gpu_mu_);
+  if (gpu_device_ < 0) gpu_device_ = device;
+  if (gpu_device_ != device) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        OpTypeName(r.type), " of tensor '", r.name, "': input is on GPU ", device,
+        ", but chorus drives one GPU per process and this one already uses GPU ", gpu_device_));
   }
+  return absl::OkStatus();
+}
+
+absl::Status Runtime::RecordReadyEvent(TensorEntry& entry) {
+  const OpRequest& r = entry.op;
+  const int32_t device = r.input.device;
   CHORUS_ASSIGN_OR_RETURN(ops::gpu::EventHandle event, gpu_platform_->CreateEvent(device));
   absl::Status recorded = gpu_platform_->RecordEvent(device, event, r.stream);
   if (!recorded.ok()) {
@@ -420,6 +426,102 @@ absl::Status Runtime::PrepareGpuEntry(TensorEntry& entry) {
   }
   entry.ready_event = event;
   return absl::OkStatus();
+}
+
+absl::Status Runtime::PrepareGpuEntry(TensorEntry& entry) {
+  CHORUS_RETURN_IF_ERROR(CheckGpuDevice(entry.op));
+  return RecordReadyEvent(entry);
+}
+
+absl::StatusOr<OpSlot> Runtime::RegisterOp(OpRequest r) {
+  if (r.type != OpType::kAllreduce) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(OpTypeName(r.type), " of tensor '", r.name,
+                     "': only allreduces can be registered; submit other ops with Enqueue"));
+  }
+  auto entry = std::make_unique<TensorEntry>();
+  uint64_t generation = 0, registry_version = 0;
+  {
+    ReaderMutexLock world(&world_mu_);
+    // Read before the check: a change after it makes the first submission check again.
+    generation = world_generation_.load(std::memory_order_acquire);
+    registry_version = registry_.version();
+    CHORUS_RETURN_IF_ERROR(ValidateRequest(r));
+    FillWireRequest(r, topology_.rank, "", 0, &entry->request);
+  }
+  if (r.input.device != kCpuDevice) CHORUS_RETURN_IF_ERROR(CheckGpuDevice(r));
+  entry->op = std::move(r);
+  CHORUS_ASSIGN_OR_RETURN(const OpSlot id, slots_.Add(std::move(entry)));
+  SlotTable::Slot& slot = *slots_.Find(id);
+  slot.world_generation = generation;
+  slot.registry_version = registry_version;
+  absl::Status named = queue_.Register(slot.name, &slot.state);
+  if (!named.ok()) {
+    slots_.Recycle(id);
+    return named;
+  }
+  slots_.Activate(id);
+  return id;
+}
+
+absl::Status Runtime::UnregisterOp(OpSlot id) {
+  CHORUS_RETURN_IF_ERROR(slots_.Remove(id));
+  queue_.Unregister(slots_.Find(id)->name);
+  slots_.Recycle(id);
+  return absl::OkStatus();
+}
+
+absl::Status Runtime::Recheck(SlotTable::Slot& slot) {
+  ReaderMutexLock world(&world_mu_);
+  const uint64_t generation = world_generation_.load(std::memory_order_acquire);
+  const uint64_t registry_version = registry_.version();
+  TensorEntry& entry = *slot.entry;
+  CHORUS_RETURN_IF_ERROR(ValidateRequest(entry.op));
+  entry.request.request_rank = topology_.rank;  // a re-formed world numbers its ranks anew
+  slot.world_generation = generation;
+  slot.registry_version = registry_version;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Handle> Runtime::Submit(OpSlot id, const SubmitArgs& args) {
+  SlotTable::Slot* slot = nullptr;
+  Handle handle = 0;
+  CHORUS_RETURN_IF_ERROR(slots_.Claim(id, &slot, &handle));
+  // The slot's entry is this thread's until it is pushed (or the claim undone).
+  TensorEntry& entry = *slot->entry;
+  entry.ResetForSubmission();
+  entry.op.input.data = args.input;
+  entry.op.output.data = args.output;
+  entry.op.stream = args.stream;
+  absl::Status status;
+  if (args.input == nullptr && slot->elements > 0) {
+    status = Invalid(entry.op, "input has no data (a null pointer) for a tensor with elements");
+  } else if ((args.output != nullptr) != slot->has_output) {
+    status = Invalid(entry.op, slot->has_output
+                                   ? "registered with an output tensor, submitted without one"
+                                   : "registered in place, submitted with an output tensor");
+  } else if (slot->world_generation != world_generation_.load(std::memory_order_acquire) ||
+             (entry.op.process_set_id != kGlobalProcessSetId &&
+              slot->registry_version != registry_.version())) {
+    status = Recheck(*slot);
+  }
+  if (status.ok() && entry.op.input.device != kCpuDevice) status = RecordReadyEvent(entry);
+  if (status.ok()) {
+    if (stamp_submissions_.load(std::memory_order_relaxed)) entry.enqueued_at = absl::Now();
+    entry.handle = handle;
+    if (args.done) entry.done = args.done;
+    status = queue_.PushRegistered(slot->entry);
+  }
+  if (!status.ok()) {
+    if (entry.ready_event != nullptr) {
+      gpu_platform_->DestroyEvent(entry.op.input.device, entry.ready_event);
+      entry.ready_event = nullptr;
+    }
+    entry.done = nullptr;
+    slots_.Unclaim(*slot);
+    return status;
+  }
+  return handle;
 }
 
 absl::StatusOr<Handle> Runtime::Enqueue(OpRequest request, DoneCallback done) {

@@ -23,6 +23,7 @@
 #ifndef CHORUS_RUNTIME_RUNTIME_H_
 #define CHORUS_RUNTIME_RUNTIME_H_
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -41,6 +42,7 @@
 #include "runtime/controller.h"
 #include "runtime/entry_pool.h"
 #include "runtime/handle_table.h"
+#include "runtime/op_slots.h"
 #include "runtime/process_set_registry.h"
 #include "runtime/submission_queue.h"
 
@@ -68,11 +70,23 @@ class Runtime {
   // chorus::EnqueueFrom.
   absl::StatusOr<Handle> EnqueueFrom(OpRequest& request, DoneCallback done = nullptr);
   absl::StatusOr<std::vector<Handle>> EnqueueGroup(std::vector<OpRequest> requests);
-  absl::StatusOr<bool> Poll(Handle handle) const { return handles_.Poll(handle); }
-  absl::Status Wait(Handle handle) const { return handles_.Wait(handle); }
-  absl::StatusOr<OpResult> Release(Handle handle) { return handles_.Release(handle); }
+
+  // Registered ops (chorus.h, Note [Registered ops] in runtime/op_slots.h).
+  absl::StatusOr<OpSlot> RegisterOp(OpRequest request) ABSL_LOCKS_EXCLUDED(world_mu_);
+  absl::StatusOr<Handle> Submit(OpSlot slot, const SubmitArgs& args);
+  absl::Status UnregisterOp(OpSlot slot);
+
+  absl::StatusOr<bool> Poll(Handle handle) const {
+    return IsSlotHandle(handle) ? slots_.Poll(handle) : handles_.Poll(handle);
+  }
+  absl::Status Wait(Handle handle) const {
+    return IsSlotHandle(handle) ? slots_.Wait(handle) : handles_.Wait(handle);
+  }
+  absl::StatusOr<OpResult> Release(Handle handle) {
+    return IsSlotHandle(handle) ? slots_.Release(handle) : handles_.Release(handle);
+  }
   absl::StatusOr<std::optional<OpResult>> TryRelease(Handle handle) {
-    return handles_.TryRelease(handle);
+    return IsSlotHandle(handle) ? slots_.TryRelease(handle) : handles_.TryRelease(handle);
   }
 
   // Records a timeline into `path` (docs/timeline.md) from the next cycle on. REQUIRES the
@@ -153,9 +167,14 @@ class Runtime {
   // broadcast: the root (a world rank) exists and belongs to the op's process set.
   absl::Status CheckRootRank(const OpRequest& request, bool global_set) const
       ABSL_SHARED_LOCKS_REQUIRED(world_mu_);
-  // GPU tensors: the device is usable and the one this process drives; records the entry's
-  // ready event on the op's stream.
+  // GPU tensors: the device is usable and the one this process drives (CheckGpuDevice);
+  // records the entry's ready event on the op's stream (RecordReadyEvent).
   absl::Status PrepareGpuEntry(TensorEntry& entry);
+  absl::Status CheckGpuDevice(const OpRequest& request);
+  absl::Status RecordReadyEvent(TensorEntry& entry);
+  // Submit, when the world or its process sets changed since `slot`'s op was last checked:
+  // checks it again (ValidateRequest) with the submission's tensors.
+  absl::Status Recheck(SlotTable::Slot& slot) ABSL_LOCKS_EXCLUDED(world_mu_);
 
   // The world's description (Note [Re-forming in place]).
   mutable SharedMutex world_mu_;
@@ -165,6 +184,14 @@ class Runtime {
   std::unique_ptr<timeline::Timeline> timeline_ ABSL_GUARDED_BY(world_mu_);  // outlives loop_
   EntryPool entry_pool_;                                                     // outlives loop_
   SubmissionQueue queue_;
+  // Registered ops (outlives loop_, which returns their entries). A thread blocking on one
+  // ends the loop's batching window, as for handles_ below.
+  SlotTable slots_{[this] { queue_.Hurry(); }};
+  // Bumped by Reform (under world_mu_ held for writing): a registered op checked in an earlier
+  // world is checked again at its next submission.
+  std::atomic<uint64_t> world_generation_{1};
+  // Whether a timeline is configured (config_.timeline set): submissions are stamped then.
+  std::atomic<bool> stamp_submissions_;
   ProcessSetRegistry registry_;
   // A thread blocking on an op ends the loop's batching window (SubmissionQueue::Hurry).
   HandleTable handles_{[this] { queue_.Hurry(); }};

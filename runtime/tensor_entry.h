@@ -5,6 +5,7 @@
 #ifndef CHORUS_RUNTIME_TENSOR_ENTRY_H_
 #define CHORUS_RUNTIME_TENSOR_ENTRY_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -83,6 +84,17 @@ struct TensorEntry {
   // tensors only after it. Destroyed when the entry completes.
   void* ready_event = nullptr;
 
+  // A registered op's entry (Note [Registered ops] in runtime/op_slots.h): its slot; it goes
+  // back there when the op completes. -1: an Enqueue'd op, recycled through the EntryPool.
+  int32_t slot = -1;
+  // Which registration of that slot (a slot given to a new registration counts anew).
+  uint64_t registration = 0;
+  // An Enqueue'd op whose name is registered: the state word of the slot whose name it holds
+  // in flight (SubmissionQueue).
+  std::atomic<uint64_t>* claimed_name = nullptr;
+  // The link of the submission queue's lock-free stack of registered ops.
+  TensorEntry* next_submitted = nullptr;
+
   // Background-loop bookkeeping.
   int32_t cache_bit = -1;  // >= 0: waiting on the cache fast path at this bit
   bool in_unsent = false;  // listed in the loop's unsent_ (not yet sent to rank 0)
@@ -99,6 +111,20 @@ struct TensorEntry {
     done = nullptr;
     enqueued_at = absl::Time();
     ready_event = nullptr;
+    claimed_name = nullptr;
+    next_submitted = nullptr;
+    cache_bit = -1;
+    in_unsent = false;
+    ready_at = absl::InfinitePast();
+  }
+  // A registered op's entry before its next submission: the per-submission fields back to
+  // their initial values (its request and slot stay).
+  void ResetForSubmission() {
+    handle = 0;
+    done = nullptr;
+    enqueued_at = absl::Time();
+    ready_event = nullptr;
+    next_submitted = nullptr;
     cache_bit = -1;
     in_unsent = false;
     ready_at = absl::InfinitePast();

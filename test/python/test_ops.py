@@ -468,6 +468,54 @@ def test_allreduce_async_inplace_fast_path_errors_match_general_path():
         hvd.allreduce_async_(torch.ones(3).to_sparse(), name="fastpath.sparse")
 
 
+def _c_handle(h):
+    from chorus import handles
+    return handles._pending[h][0]
+
+
+def test_allreduce_async_inplace_registers_a_name_used_again():
+    """From its second submission on, a name's in-place allreduce runs as a registered op (its
+    C handle names a slot: bit 62 set; Note [Registered ops]); other parameters under the same
+    name register again, an unreleased handle leaves the op to the general path, and the
+    general path shares the name. Every result is checked."""
+    size = hvd.size()
+    slot_bit = 1 << 62
+    t = torch.zeros(6)
+    kinds = []
+    for step in range(6):
+        t.fill_(float(hvd.rank() + step))
+        h = hvd.allreduce_async_(t, name="registered.grad", op=hvd.Sum)
+        kinds.append(_c_handle(h) & slot_bit != 0)
+        assert hvd.synchronize(h) is t
+        assert t.tolist() == [float(sum(range(size)) + size * step)] * 6
+    assert kinds == [False] + [True] * 5, kinds
+    # Another shape, then another op, under the same name: registered anew, right results.
+    for shape, op in (((2, 5), hvd.Sum), ((2, 5), hvd.Max), ((6,), hvd.Sum)):
+        u = torch.full(shape, float(hvd.rank() + 1))
+        h = hvd.allreduce_async_(u, name="registered.grad", op=op)
+        assert _c_handle(h) & slot_bit != 0
+        hvd.synchronize(h)
+        want = float(size) if op == hvd.Max else float(size * (size + 1) // 2)
+        assert u.flatten().tolist() == [want] * u.numel(), (shape, op)
+    # An op left unsynchronized until it completed: the next one of the name goes the general
+    # way (the slot still holds the first one's result), and both results are right.
+    a, b = torch.ones(6), torch.full((6,), 2.0)
+    h1 = hvd.allreduce_async_(a, name="registered.grad", op=hvd.Sum)
+    while not hvd.poll(h1):
+        time.sleep(0.001)
+    h2 = hvd.allreduce_async_(b, name="registered.grad", op=hvd.Sum)
+    assert _c_handle(h2) & slot_bit == 0
+    hvd.synchronize(h2)
+    hvd.synchronize(h1)
+    assert a.tolist() == [float(size)] * 6 and b.tolist() == [2.0 * size] * 6
+    # The general path's allreduce of the name, between registered ones.
+    c = hvd.allreduce(torch.full((6,), 3.0), name="registered.grad", op=hvd.Sum)
+    assert c.tolist() == [3.0 * size] * 6
+    h = hvd.allreduce_async_(t.fill_(1.0), name="registered.grad", op=hvd.Sum)
+    hvd.synchronize(h)
+    assert t.tolist() == [float(size)] * 6
+
+
 def test_allreduce_async_inplace_front_door_binds_arguments_like_python():
     """allreduce_async_ and synchronize run their common case in C: every way of passing the
     arguments gives the result of the Python function they wrap, and a bad call raises

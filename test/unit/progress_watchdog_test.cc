@@ -166,11 +166,13 @@ int64_t CallsOver(const Response& response, const SharedConfig& config,
   return *counter;
 }
 
-// As CallsOver, on a one-rank set.
+// As CallsOver, on a one-rank set; allreduces on a set of two ranks whose calls return at once
+// (one rank alone reduces without any call: Executor::AllreduceAlone).
 int64_t CallsOf(const Response& response, const SharedConfig& config,
                 const std::vector<bool>& held) {
-  CountingBackend backend;
-  return CallsOver(response, config, held, backend, &backend.calls);
+  int64_t calls = 0;
+  CountingBackend backend(0, response.type == OpType::kAllreduce ? 2 : 1, &calls);
+  return CallsOver(response, config, held, backend, &calls);
 }
 
 TEST_CASE("MaxBlockingCalls bounds the calls the executor makes for a response", "[no_progress]") {

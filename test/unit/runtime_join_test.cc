@@ -15,18 +15,12 @@
 #include "runtime/runtime.h"
 #include "test/support/fast_cycle_config.h"
 #include "test/support/in_process_fabric.h"
+#include "test/support/runtime_ranks.h"
 
 namespace chorus::runtime {
 namespace {
 
-OpRequest Allreduce(const std::string& name, std::vector<float>& d, ReduceOp op = ReduceOp::kSum) {
-  OpRequest r;
-  r.type = OpType::kAllreduce;
-  r.name = name;
-  r.input = {d.data(), DataType::kFloat32, {static_cast<int64_t>(d.size())}};
-  r.reduce_op = op;
-  return r;
-}
+using testing::AllreduceOf;
 
 OpRequest Join(const std::string& name = "") {
   OpRequest r;
@@ -72,13 +66,13 @@ TEST_CASE("a cached op submitted after a world join meets the requests left befo
     std::vector<float> x(1);
     for (int k = 0; k < 2; ++k) {  // "x" is now in every rank's response cache
       x[0] = static_cast<float>(rank + 1);
-      auto h = rt.Enqueue(Allreduce("x", x));
+      auto h = rt.Enqueue(AllreduceOf("x", x));
       rec.Check(h.ok() && rt.Wait(*h).ok(), "warm-up");
     }
     x[0] = static_cast<float>(rank + 1);
     if (rank != 0) {
       // Submit x, then join: x waits in the coordinator for rank 0.
-      auto hx = rt.Enqueue(Allreduce("x", x));
+      auto hx = rt.Enqueue(AllreduceOf("x", x));
       auto hj = rt.Enqueue(Join());
       rec.Check(rt.Wait(*hj).ok(), "first join");
       rec.Check(rt.Wait(*hx).ok(), "x on a rank that joined");
@@ -87,19 +81,19 @@ TEST_CASE("a cached op submitted after a world join meets the requests left befo
       rec.Check(rt.Wait(*hj2).ok(), "second join");
     } else {
       std::vector<float> probe(1, 1.0f);
-      auto hp = rt.Enqueue(Allreduce("probe", probe));  // ready once ranks 1 and 2 joined
+      auto hp = rt.Enqueue(AllreduceOf("probe", probe));  // ready once ranks 1 and 2 joined
       rec.Check(rt.Wait(*hp).ok(), "probe");
       auto hj = rt.Enqueue(Join());
       rec.Check(rt.Wait(*hj).ok(), "first join");
       // The join cleared the cache, so x goes to the coordinator and meets ranks 1 and 2.
-      auto hx = rt.Enqueue(Allreduce("x", x));
+      auto hx = rt.Enqueue(AllreduceOf("x", x));
       auto hj2 = rt.Enqueue(Join());
       rec.Check(rt.Wait(*hx).ok(), "x on rank 0");
       rec.Check(x[0] == 6.0f, absl::StrCat("rank 0 x = ", x[0]));
       rec.Check(rt.Wait(*hj2).ok(), "second join");
     }
     std::vector<float> after(1, 1.0f);
-    auto ha = rt.Enqueue(Allreduce("after", after));
+    auto ha = rt.Enqueue(AllreduceOf("after", after));
     rec.Check(rt.Wait(*ha).ok() && after[0] == 3.0f, "after");
   });
   for (const std::string& f : rec.failures) FAIL_CHECK(f);
@@ -117,9 +111,9 @@ TEST_CASE("joined ranks contribute the identity of min, max and product", "[runt
       return;
     }
     std::vector<float> mx(300000, -5.0f), mn(4, 7.0f), pr(4, 3.0f);  // mx: in place, chunked
-    auto hmx = rt.Enqueue(Allreduce("max", mx, ReduceOp::kMax));
-    auto hmn = rt.Enqueue(Allreduce("min", mn, ReduceOp::kMin));
-    auto hpr = rt.Enqueue(Allreduce("prod", pr, ReduceOp::kProduct));
+    auto hmx = rt.Enqueue(AllreduceOf("max", mx, ReduceOp::kMax));
+    auto hmn = rt.Enqueue(AllreduceOf("min", mn, ReduceOp::kMin));
+    auto hpr = rt.Enqueue(AllreduceOf("prod", pr, ReduceOp::kProduct));
     // Wait for all three before reading any buffer.
     const bool ok = rt.Wait(*hmx).ok() && rt.Wait(*hmn).ok() && rt.Wait(*hpr).ok();
     rec.Check(ok, "max/min/product failed");

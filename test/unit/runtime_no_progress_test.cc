@@ -30,6 +30,7 @@
 #include "runtime/watched_backend.h"
 #include "test/support/fast_cycle_config.h"
 #include "test/support/in_process_fabric.h"
+#include "test/support/runtime_ranks.h"
 
 namespace chorus::runtime {
 namespace {
@@ -213,27 +214,12 @@ std::vector<std::string> RunWatched(absl::Duration bound, std::vector<RankFaults
                                     Reports* reports, const RankFn& fn,
                                     Config config = testing::FastCycleConfig()) {
   constexpr int kRanks = 3;
-  testing::InProcessFabric fabric(kRanks);
-  std::vector<std::string> errors(kRanks);
-  std::vector<std::thread> threads;
-  std::barrier done(kRanks);
-  for (int r = 0; r < kRanks; ++r) {
-    threads.emplace_back([&, r] {
-      auto controller = std::make_unique<WatchedController>(fabric.CreateController(r), bound,
-                                                            faults[r], reports->For(r));
-      auto rt = Runtime::Create(config, std::move(controller), {});
-      if (!rt.ok()) {
-        errors[r] = rt.status().ToString();
-        done.arrive_and_drop();
-        return;
-      }
-      fn(r, **rt);
-      done.arrive_and_wait();
-      (*rt)->Shutdown();
-    });
-  }
-  for (auto& t : threads) t.join();
-  return errors;
+  return testing::RunRuntimeRanks(
+      kRanks, fn, std::move(config), {},
+      [&](int r, std::unique_ptr<Controller> controller) -> std::unique_ptr<Controller> {
+        return std::make_unique<WatchedController>(std::move(controller), bound, faults[r],
+                                                   reports->For(r));
+      });
 }
 
 // Allreduces (sums) a tensor of `count` ones named `name`; "" when it gave `expect` everywhere.

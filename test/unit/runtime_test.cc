@@ -22,38 +22,17 @@
 
 #include "test/support/fast_cycle_config.h"
 #include "test/support/in_process_fabric.h"
+#include "test/support/runtime_ranks.h"
 
 namespace chorus::runtime {
 namespace {
 
-using RankFn = std::function<void(int rank, Runtime& rt)>;
+using RankFn = testing::RuntimeRankFn;
 
-// Runs `fn` on `n` simulated ranks, each with its own Runtime, and shuts them all down.
-// Failures inside rank threads are collected and reported on the main thread (Catch2's
-// assertion macros are not thread-safe).
 std::vector<std::string> RunRanks(int n, const RankFn& fn,
                                   Config config = testing::FastCycleConfig(),
                                   std::vector<std::vector<int32_t>> sets = {}) {
-  testing::InProcessFabric fabric(n);
-  std::vector<std::string> errors(n);
-  std::vector<std::thread> threads;
-  // A shutdown on any rank stops every rank: nobody shuts down before all are done with `fn`.
-  std::barrier done(n);
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      auto rt = Runtime::Create(config, fabric.CreateController(r), sets);
-      if (!rt.ok()) {
-        errors[r] = rt.status().ToString();
-        done.arrive_and_drop();
-        return;
-      }
-      fn(r, **rt);
-      done.arrive_and_wait();
-      (*rt)->Shutdown();
-    });
-  }
-  for (auto& t : threads) t.join();
-  return errors;
+  return testing::RunRuntimeRanks(n, fn, std::move(config), std::move(sets));
 }
 
 // Records the first failure of a rank thread.
@@ -71,21 +50,14 @@ struct Failures {
     if (!(cond)) (failures).Add(absl::StrCat(#cond, " failed: ", msg)); \
   } while (0)
 
-OpRequest Allreduce(const std::string& name, std::vector<float>& data, ReduceOp op) {
-  OpRequest r;
-  r.type = OpType::kAllreduce;
-  r.name = name;
-  r.input = {data.data(), DataType::kFloat32, {static_cast<int64_t>(data.size())}};
-  r.reduce_op = op;
-  return r;
-}
+using testing::AllreduceOf;
 
 // Allreduces each data[t] under the name `prefix` + t, submitted together, and waits for all.
 void AllreduceEach(Runtime& rt, Failures& f, const std::string& prefix,
                    std::vector<std::vector<float>>& data, ReduceOp op) {
   std::vector<Handle> hs;
   for (size_t t = 0; t < data.size(); ++t) {
-    auto h = rt.Enqueue(Allreduce(absl::StrCat(prefix, t), data[t], op));
+    auto h = rt.Enqueue(AllreduceOf(absl::StrCat(prefix, t), data[t], op));
     RANK_CHECK(f, h.ok(), h.status().ToString());
     if (h.ok()) hs.push_back(*h);
   }
@@ -110,7 +82,7 @@ TEST_CASE("allreduce of shuffled submissions gives one answer on every rank", "[
     for (int t : order) {
       // Sizes span tiny (packed) to large (in place, several chunks).
       data[t].assign(1 + t * t * 37, static_cast<float>(rank + 1) * (t + 1));
-      auto h = rt.Enqueue(Allreduce(absl::StrCat("t", t), data[t], ReduceOp::kSum));
+      auto h = rt.Enqueue(AllreduceOf(absl::StrCat("t", t), data[t], ReduceOp::kSum));
       RANK_CHECK(f, h.ok(), h.status().ToString());
       handles[t] = *h;
     }
@@ -196,7 +168,7 @@ TEST_CASE("a changed shape under a cached name renegotiates on every rank", "[ru
   auto errs = RunRanks(n, [&](int rank, Runtime& rt) {
     for (int step = 0; step < 6; ++step) {
       std::vector<float> d(step < 3 ? 10 : 20, 1.0f);
-      auto h = rt.Enqueue(Allreduce("w", d, ReduceOp::kSum));
+      auto h = rt.Enqueue(AllreduceOf("w", d, ReduceOp::kSum));
       RANK_CHECK(f, h.ok() && rt.Wait(*h).ok(), step);
       RANK_CHECK(f, d.back() == 2.0f, d.back());
     }
@@ -209,7 +181,7 @@ TEST_CASE("a shape mismatch fails the op on every rank, naming tensor and ranks"
   Failures f;
   auto errs = RunRanks(n, [&](int rank, Runtime& rt) {
     std::vector<float> d(rank == 1 ? 5 : 4, 1.0f);
-    auto h = rt.Enqueue(Allreduce("bad", d, ReduceOp::kSum));
+    auto h = rt.Enqueue(AllreduceOf("bad", d, ReduceOp::kSum));
     RANK_CHECK(f, h.ok(), "enqueue");
     absl::Status st = rt.Wait(*h);
     RANK_CHECK(f, absl::IsInvalidArgument(st), st.ToString());
@@ -217,7 +189,7 @@ TEST_CASE("a shape mismatch fails the op on every rank, naming tensor and ranks"
     RANK_CHECK(f, absl::StrContains(st.message(), "rank 1"), st.message());
     // The runtime keeps working.
     std::vector<float> ok(3, 1.0f);
-    auto h2 = rt.Enqueue(Allreduce("good", ok, ReduceOp::kSum));
+    auto h2 = rt.Enqueue(AllreduceOf("good", ok, ReduceOp::kSum));
     RANK_CHECK(f, h2.ok() && rt.Wait(*h2).ok() && ok[0] == 3.0f, ok[0]);
   });
   ExpectNoErrors(errs, f);
@@ -228,12 +200,12 @@ TEST_CASE("a duplicate in-flight name is refused at enqueue", "[runtime]") {
   auto errs = RunRanks(2, [&](int rank, Runtime& rt) {
     std::vector<float> a(4, 1.0f), b(4, 1.0f);
     if (rank == 0) {
-      auto h = rt.Enqueue(Allreduce("dup", a, ReduceOp::kSum));
-      auto h2 = rt.Enqueue(Allreduce("dup", b, ReduceOp::kSum));
+      auto h = rt.Enqueue(AllreduceOf("dup", a, ReduceOp::kSum));
+      auto h2 = rt.Enqueue(AllreduceOf("dup", b, ReduceOp::kSum));
       RANK_CHECK(f, absl::IsInvalidArgument(h2.status()), h2.status().ToString());
       RANK_CHECK(f, rt.Wait(*h).ok(), "first completes");
     } else {
-      auto h = rt.Enqueue(Allreduce("dup", a, ReduceOp::kSum));
+      auto h = rt.Enqueue(AllreduceOf("dup", a, ReduceOp::kSum));
       RANK_CHECK(f, rt.Wait(*h).ok(), "peer completes");
     }
     RANK_CHECK(f, a[0] == 2.0f, a[0]);
@@ -248,7 +220,7 @@ TEST_CASE("join: joined ranks contribute zeros and join returns the last rank", 
     // Rank r runs r + 1 steps; in step s the ranks r >= s take part.
     for (int s = 0; s <= rank; ++s) {
       std::vector<float> d(6, static_cast<float>(rank + 1));
-      auto h = rt.Enqueue(Allreduce(absl::StrCat("step", s), d, ReduceOp::kSum));
+      auto h = rt.Enqueue(AllreduceOf(absl::StrCat("step", s), d, ReduceOp::kSum));
       RANK_CHECK(f, h.ok(), h.status().ToString());
       absl::Status st = rt.Wait(*h);
       RANK_CHECK(f, st.ok(), st.ToString());
@@ -265,7 +237,7 @@ TEST_CASE("join: joined ranks contribute zeros and join returns the last rank", 
     RANK_CHECK(f, result->last_joined_rank == n - 1, result->last_joined_rank);
     // After everyone joined, ordinary ops work again.
     std::vector<float> d(2, 1.0f);
-    auto h2 = rt.Enqueue(Allreduce("after_join", d, ReduceOp::kSum));
+    auto h2 = rt.Enqueue(AllreduceOf("after_join", d, ReduceOp::kSum));
     RANK_CHECK(f, h2.ok() && rt.Wait(*h2).ok() && d[0] == n, d[0]);
   });
   ExpectNoErrors(errs, f);
@@ -285,7 +257,7 @@ TEST_CASE("process sets: add, run inside, refuse outsiders, remove", "[runtime]"
     const int32_t id = added->process_set_id;
     RANK_CHECK(f, id == 1, id);
     std::vector<float> d(5, static_cast<float>(rank));
-    OpRequest r = Allreduce("in_set", d, ReduceOp::kSum);
+    OpRequest r = AllreduceOf("in_set", d, ReduceOp::kSum);
     r.process_set_id = id;
     auto hs = rt.Enqueue(r);
     if (rank == 1) {
@@ -300,7 +272,7 @@ TEST_CASE("process sets: add, run inside, refuse outsiders, remove", "[runtime]"
     auto hr = rt.Enqueue(remove);
     RANK_CHECK(f, hr.ok() && rt.Wait(*hr).ok(), "remove");
     std::vector<float> e(5, 1.0f);
-    OpRequest gone = Allreduce("gone", e, ReduceOp::kSum);
+    OpRequest gone = AllreduceOf("gone", e, ReduceOp::kSum);
     gone.process_set_id = id;
     RANK_CHECK(f, absl::IsInvalidArgument(rt.Enqueue(gone).status()), "removed set refused");
   });
@@ -337,7 +309,7 @@ TEST_CASE("stalled ops fail with DeadlineExceeded after the stall shutdown time"
       [&](int rank, Runtime& rt) {
         std::vector<float> d(3, 1.0f);
         if (rank == 0) {
-          auto h = rt.Enqueue(Allreduce("lonely", d, ReduceOp::kSum));
+          auto h = rt.Enqueue(AllreduceOf("lonely", d, ReduceOp::kSum));
           absl::Status st = rt.Wait(*h);
           RANK_CHECK(f, absl::IsDeadlineExceeded(st), st.ToString());
           RANK_CHECK(f, absl::StrContains(st.message(), "lonely"), st.message());
@@ -348,7 +320,7 @@ TEST_CASE("stalled ops fail with DeadlineExceeded after the stall shutdown time"
         }
         // Both ranks then agree again.
         std::vector<float> e(3, 1.0f);
-        auto h = rt.Enqueue(Allreduce("together", e, ReduceOp::kSum));
+        auto h = rt.Enqueue(AllreduceOf("together", e, ReduceOp::kSum));
         RANK_CHECK(f, h.ok() && rt.Wait(*h).ok() && e[0] == 2.0f, e[0]);
       },
       config);
@@ -362,7 +334,7 @@ TEST_CASE("shutdown completes pending ops with Aborted", "[runtime]") {
     std::vector<float> d(3, 1.0f);
     Handle h = 0;
     if (rank == 0) {
-      auto handle = rt.Enqueue(Allreduce("never", d, ReduceOp::kSum));
+      auto handle = rt.Enqueue(AllreduceOf("never", d, ReduceOp::kSum));
       RANK_CHECK(f, handle.ok(), handle.status().ToString());
       h = handle.value_or(0);
       enqueued.count_down();
@@ -375,7 +347,7 @@ TEST_CASE("shutdown completes pending ops with Aborted", "[runtime]") {
       RANK_CHECK(f, absl::IsAborted(st), st.ToString());
     }
     RANK_CHECK(
-        f, absl::IsFailedPrecondition(rt.Enqueue(Allreduce("late", d, ReduceOp::kSum)).status()),
+        f, absl::IsFailedPrecondition(rt.Enqueue(AllreduceOf("late", d, ReduceOp::kSum)).status()),
         "enqueue after shutdown");
   });
   ExpectNoErrors(errs, f);
@@ -389,7 +361,7 @@ TEST_CASE("grouped allreduce completes as one unit", "[runtime]") {
     std::vector<OpRequest> group;
     for (int t = 0; t < 5; ++t) {
       data[t].assign(10 + t, static_cast<float>(rank + t));
-      group.push_back(Allreduce(absl::StrCat("grp", t), data[t], ReduceOp::kSum));
+      group.push_back(AllreduceOf(absl::StrCat("grp", t), data[t], ReduceOp::kSum));
     }
     auto hs = rt.EnqueueGroup(group);
     RANK_CHECK(f, hs.ok(), hs.status().ToString());

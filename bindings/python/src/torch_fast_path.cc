@@ -17,6 +17,7 @@
 #include <Python.h>
 #include <structmember.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -44,6 +45,10 @@ struct TorchFastPath {
   PyObject* data_ptr = nullptr;
   PyObject* shape = nullptr;
   PyObject* process_set_id = nullptr;
+  // Registered ops (FastSlot below): name (as passed) -> index into g_fast_slots, and the
+  // names submitted once.
+  PyObject* slot_of_name = nullptr;
+  PyObject* seen_names = nullptr;
 };
 TorchFastPath g_torch;
 
@@ -72,6 +77,9 @@ PyObject* SetupTorchFastPath(PyObject*, PyObject* const* args, Py_ssize_t nargs)
     if (*n.slot == nullptr) *n.slot = PyUnicode_InternFromString(n.name);
     if (*n.slot == nullptr) return nullptr;
   }
+  if (g_torch.slot_of_name == nullptr) g_torch.slot_of_name = PyDict_New();
+  if (g_torch.seen_names == nullptr) g_torch.seen_names = PyDict_New();
+  if (g_torch.slot_of_name == nullptr || g_torch.seen_names == nullptr) return nullptr;
   Py_RETURN_NONE;
 }
 
@@ -98,6 +106,115 @@ bool IsBool(PyObject* o, PyObject* want) {
 
 // Returns Py_None (a new reference) when the general path must take the op: nothing was done.
 PyObject* NotHandled() { Py_RETURN_NONE; }
+
+// ---- Registered ops (Note [Registered ops] in runtime/op_slots.h).
+//
+// A name the fast path has submitted before is registered with the runtime on its second
+// submission, with the op's parameters; from then on an op of that name with the same
+// parameters is a chorus_submit of its slot (no validation, name copy or hashing in the
+// runtime). Other parameters re-register it. A slot the runtime cannot take this time (its
+// last handle not released, say) leaves the op to chorus_enqueue, which handles names as
+// before. Bounded: at most kMaxFastSlots names are registered, and names seen once are
+// forgotten when kMaxSeenNames accumulate (a job that names every op anew registers nothing).
+struct FastSlot {
+  int32_t slot = -1;
+  int32_t dtype = 0;
+  std::vector<int64_t> shape;
+  int32_t reduce_op = 0;
+  double prescale = 1.0;
+  double postscale = 1.0;
+  int32_t process_set_id = 0;
+
+  bool Matches(const chorus_op_t& op) const {
+    return op.input.dtype == dtype && op.reduce_op == reduce_op && op.prescale_factor == prescale &&
+           op.postscale_factor == postscale && op.process_set_id == process_set_id &&
+           static_cast<size_t>(op.input.ndim) == shape.size() &&
+           std::equal(shape.begin(), shape.end(), op.input.shape);
+  }
+};
+constexpr size_t kMaxFastSlots = 1 << 16;
+constexpr Py_ssize_t kMaxSeenNames = 1 << 16;
+std::vector<FastSlot> g_fast_slots;  // by index (g_torch.slot_of_name maps names to indices)
+
+// The slot index of `name` (borrowed dict lookups), or -1; -2 with a Python error set.
+Py_ssize_t FastSlotIndex(PyObject* name) {
+  PyObject* index = PyDict_GetItemWithError(g_torch.slot_of_name, name);
+  if (index == nullptr) return PyErr_Occurred() ? -2 : -1;
+  return PyLong_AsSsize_t(index);
+}
+
+// Registers `op` under `name` (when it is seen for the second time and room is left); the
+// index of its FastSlot, or -1 (not registered: the caller enqueues).
+Py_ssize_t RegisterFastSlot(PyObject* name, const chorus_op_t& op, Py_ssize_t reuse) {
+  if (reuse < 0) {
+    if (g_fast_slots.size() >= kMaxFastSlots) return -1;
+    const int seen = PyDict_Contains(g_torch.seen_names, name);
+    if (seen <= 0) {
+      if (seen < 0) PyErr_Clear();
+      if (PyDict_GET_SIZE(g_torch.seen_names) >= kMaxSeenNames) PyDict_Clear(g_torch.seen_names);
+      if (PyDict_SetItem(g_torch.seen_names, name, Py_None) != 0) PyErr_Clear();
+      return -1;
+    }
+  }
+  int32_t slot = -1;
+  if (chorus_register_op(&op, &slot) != 0) return -1;  // e.g. in flight: enqueue says why
+  Py_ssize_t index = reuse;
+  if (index < 0) {
+    index = static_cast<Py_ssize_t>(g_fast_slots.size());
+    PyObject* index_obj = PyLong_FromSsize_t(index);
+    if (index_obj == nullptr || PyDict_SetItem(g_torch.slot_of_name, name, index_obj) != 0) {
+      Py_XDECREF(index_obj);
+      PyErr_Clear();
+      chorus_unregister_op(slot);
+      return -1;
+    }
+    Py_DECREF(index_obj);
+    if (PyDict_DelItem(g_torch.seen_names, name) != 0) PyErr_Clear();
+    g_fast_slots.emplace_back();
+  }
+  FastSlot& fs = g_fast_slots[static_cast<size_t>(index)];
+  fs.slot = slot;
+  fs.dtype = op.input.dtype;
+  fs.shape.assign(op.input.shape, op.input.shape + op.input.ndim);
+  fs.reduce_op = op.reduce_op;
+  fs.prescale = op.prescale_factor;
+  fs.postscale = op.postscale_factor;
+  fs.process_set_id = op.process_set_id;
+  return index;
+}
+
+// Submits `op` (named `name` by the caller) through its registered slot: 0 and *handle set;
+// a chorus error code (the runtime refused the op: raise); or -1 when the op must be
+// enqueued instead (no slot for it, or the slot cannot take it now).
+int SubmitRegistered(PyObject* name, const chorus_op_t& op, chorus_handle_t* handle) {
+  Py_ssize_t index = FastSlotIndex(name);
+  if (index == -2) {
+    PyErr_Clear();
+    return -1;
+  }
+  if (index >= 0) {
+    FastSlot& fs = g_fast_slots[static_cast<size_t>(index)];
+    if (fs.slot >= 0 && !fs.Matches(op)) {
+      // Other parameters under this name: register them instead (when the slot is idle).
+      if (chorus_unregister_op(fs.slot) != 0) return -1;
+      fs.slot = -1;
+    }
+    if (fs.slot < 0 && RegisterFastSlot(name, op, index) < 0) return -1;
+  } else {
+    index = RegisterFastSlot(name, op, -1);
+    if (index < 0) return -1;
+  }
+  FastSlot& fs = g_fast_slots[static_cast<size_t>(index)];
+  int code = chorus_submit(fs.slot, op.input.data, nullptr, nullptr, handle);
+  if (code == CHORUS_CODE_NOT_FOUND) {
+    // A runtime initialised since the registration forgot it: register in this one.
+    fs.slot = -1;
+    if (RegisterFastSlot(name, op, index) < 0) return -1;
+    code = chorus_submit(fs.slot, op.input.data, nullptr, nullptr, handle);
+  }
+  if (code == CHORUS_CODE_ALREADY_EXISTS) return -1;  // not released
+  return code;
+}
 
 // The handle table's entry (c_handle, tensor, None); nullptr with the error set. Built by hand:
 // Py_BuildValue would parse its format string once per op.
@@ -209,7 +326,8 @@ PyObject* SubmitAllreduceInplace(PyObject* tensor, PyObject* name, PyObject* op,
   c_op.postscale_factor = PyFloat_AS_DOUBLE(postscale);
   c_op.process_set_id = static_cast<int32_t>(set_id);
   chorus_handle_t c_handle = 0;
-  const int code = chorus_enqueue(&c_op, nullptr, nullptr, &c_handle);
+  int code = SubmitRegistered(name, c_op, &c_handle);
+  if (code < 0) code = chorus_enqueue(&c_op, nullptr, nullptr, &c_handle);
   if (code != 0) return SetChorusError(code);
   return RegisterHandle(c_handle, tensor);
 }

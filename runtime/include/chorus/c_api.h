@@ -4,9 +4,10 @@
  *
  * Conventions:
  * - Every function returns an int status code: 0 on success, else an absl::StatusCode value
- *   (3 invalid argument, 5 not found, 9 failed precondition, 10 aborted, 4 deadline exceeded,
- *   12 unimplemented, 13 internal, 14 unavailable). After a non-zero return,
- *   chorus_last_error() gives this thread's message for it.
+ *   (3 invalid argument, 5 not found, 6 already exists, 9 failed precondition, 10 aborted,
+ *   4 deadline exceeded, 12 unimplemented, 13 internal, 14 unavailable; the CHORUS_CODE_*
+ *   names below). After a non-zero return, chorus_last_error() gives this thread's message
+ *   for it.
  * - Pointers passed in are borrowed for the call only, except tensor data, which must stay
  *   valid until the op completes.
  * - Thread-safe: every function may be called from any thread. chorus_wait and chorus_release
@@ -24,6 +25,12 @@ extern "C" {
 #endif
 
 #define CHORUS_EXPORT __attribute__((visibility("default")))
+
+/* Status codes that callers branch on. */
+#define CHORUS_CODE_INVALID_ARGUMENT 3
+#define CHORUS_CODE_NOT_FOUND 5
+#define CHORUS_CODE_ALREADY_EXISTS 6
+#define CHORUS_CODE_FAILED_PRECONDITION 9
 
 typedef int64_t chorus_handle_t;
 
@@ -104,6 +111,20 @@ CHORUS_EXPORT int chorus_enqueue(const chorus_op_t* op, chorus_done_fn done, voi
                                  chorus_handle_t* out);
 /* Submits n ops as one group; out receives n handles. */
 CHORUS_EXPORT int chorus_enqueue_group(const chorus_op_t* ops, int32_t n, chorus_handle_t* out);
+
+/* Registered ops (chorus.h: RegisterOp, Submit, UnregisterOp; Note [Registered ops] in
+ * runtime/op_slots.h): an allreduce submitted every step under the same name and parameters.
+ * register: checks op as chorus_enqueue does and returns its slot in *slot (op's tensor
+ * pointers stand for later submissions'; an output tensor, if set, says the op is not in
+ * place). submit: submits the registered op on these tensors (output NULL: in place; must
+ * match the registration), *out receives its handle, used as chorus_enqueue's (poll, wait,
+ * release); ALREADY_EXISTS while the handle of the slot's last submission is not released,
+ * INVALID_ARGUMENT while its op or an enqueue of its name is in flight. unregister:
+ * FAILED_PRECONDITION while its op is in flight or its handle unreleased. */
+CHORUS_EXPORT int chorus_register_op(const chorus_op_t* op, int32_t* slot);
+CHORUS_EXPORT int chorus_submit(int32_t slot, void* input, void* output, void* stream,
+                                chorus_handle_t* out);
+CHORUS_EXPORT int chorus_unregister_op(int32_t slot);
 
 /* *done = 1 once the op completed (successfully or not), else 0. */
 CHORUS_EXPORT int chorus_poll(chorus_handle_t handle, int* done);

@@ -197,6 +197,54 @@ absl::StatusOr<Handle> Enqueue(OpRequest request, DoneCallback done = nullptr);
 // OpRequest it refills allocates nothing per op in a steady loop.
 absl::StatusOr<Handle> EnqueueFrom(OpRequest& request, DoneCallback done = nullptr);
 
+// Note [Registered ops] (runtime/op_slots.h): an allreduce that a training step submits every
+// time under the same name and parameters (a gradient's) can be registered once. Each
+// submission then costs a few atomic operations on the submitting thread (no allocation,
+// hashing, string copy or lock), and the background loop finds the op's negotiated response
+// through its slot.
+//
+//   CHORUS_ASSIGN_OR_RETURN(chorus::OpSlot slot, chorus::RegisterOp(req));  // once
+//   ...
+//   CHORUS_ASSIGN_OR_RETURN(chorus::Handle h, chorus::Submit(slot, {grad.data()}));  // each step
+//   CHORUS_RETURN_IF_ERROR(chorus::Release(h).status());
+using OpSlot = int32_t;
+
+// The tensors of one submission of a registered op: Submit(slot, {grad.data()}) for an
+// in-place op.
+struct SubmitArgs {
+  SubmitArgs() = default;
+  SubmitArgs(void* input_data, void* output_data = nullptr)  // NOLINT: implicit on purpose
+      : input(input_data), output(output_data) {}
+
+  // The input's data: the dtype, shape and device registered. Not null unless it has no
+  // elements.
+  void* input = nullptr;
+  // Where the result goes (same dtype, shape and device); null reduces in place into `input`.
+  // Must be null if the op was registered without an output, and set if it was.
+  void* output = nullptr;
+  // GPU tensors: the stream that produces them, as OpRequest::stream.
+  void* stream = nullptr;
+  // As Enqueue's.
+  DoneCallback done;
+};
+
+// Checks `request` as Enqueue does and registers it; returns its slot. Only allreduces are
+// registered (InvalidArgument otherwise). `request.input.data` (and `output.data`) stand for
+// the tensors of later submissions, which pass their own. While registered, the op's name is
+// in flight whenever its slot's op or an Enqueue of that name is. InvalidArgument when an op
+// of this name is in flight or registered already.
+absl::StatusOr<OpSlot> RegisterOp(OpRequest request);
+// Submits the registered op on `args`' tensors and returns its handle, used as Enqueue's are.
+// The op is checked again only when the world re-formed or process sets changed since its
+// last check. InvalidArgument while the slot's op (or an Enqueue of its name) is in flight or
+// for a null tensor; AlreadyExists while the handle of its last submission is not released;
+// NotFound for a slot that is not registered (in this runtime: Init forgets them);
+// FailedPrecondition when chorus is not running.
+absl::StatusOr<Handle> Submit(OpSlot slot, const SubmitArgs& args);
+// Forgets a registered op (its slot may be given to a later registration). FailedPrecondition
+// while its op is in flight or its last handle unreleased; NotFound for no such slot.
+absl::Status UnregisterOp(OpSlot slot);
+
 // Submits ops that are negotiated and executed as one unit (grouped allreduce, allgather or
 // reducescatter); either all are accepted or none. Handles come back in request order.
 absl::StatusOr<std::vector<Handle>> EnqueueGroup(std::vector<OpRequest> requests);

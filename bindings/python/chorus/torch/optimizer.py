@@ -14,13 +14,15 @@ import torch
 from chorus.exceptions import HorovodInternalError
 from chorus.process_sets import global_process_set
 from chorus.torch import mpi_ops
+from chorus.torch.buckets import GradientBuckets
 from chorus.torch.compression import Compression
 
 
 class _DistributedOptimizer(torch.optim.Optimizer):
     def __init__(self, params, named_parameters, compression, backward_passes_per_step=1,
                  op=mpi_ops.Average, gradient_predivide_factor=1.0, groups=None,
-                 sparse_as_dense=False, process_set=global_process_set):
+                 sparse_as_dense=False, process_set=global_process_set,
+                 gradient_as_bucket_view=False, bucket_cap_mb=25):
         super(self.__class__, self).__init__(params)
         self._compression = compression
 
@@ -67,6 +69,17 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._requires_update = set()
         self._synchronized = False
         self._should_synchronize = True
+        self._buckets = None  # GradientBuckets (gradient_as_bucket_view)
+        self._bucket_handles = {}  # Bucket -> (handle, ctx) of its allreduce in flight
+        if gradient_as_bucket_view:
+            if self._groups:
+                warnings.warn("chorus DistributedOptimizer: gradient_as_bucket_view is ignored "
+                              "with groups (each group is reduced as one grouped allreduce)",
+                              RuntimeWarning)
+            else:
+                with_grad = [v for group in self.param_groups for v in group["params"]
+                             if v.requires_grad]
+                self._buckets = GradientBuckets(with_grad, self._parameter_names, bucket_cap_mb)
         if self.process_set.included():
             self._register_hooks()
 
@@ -156,9 +169,22 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             process_set=self.process_set)
         return handle, ctxs
 
+    def _submit_bucket(self, bucket):
+        """The in-place allreduce of a bucket whose gradients are all in (Note: buckets.py)."""
+        compressed, ctx = self._compression.compress(bucket.flat)
+        prescale_factor, postscale_factor = self._scale_factors()
+        handle = mpi_ops.allreduce_async_(compressed, name=bucket.name, op=self.op,
+                                          prescale_factor=prescale_factor,
+                                          postscale_factor=postscale_factor,
+                                          process_set=self.process_set)
+        bucket.handle = handle
+        self._bucket_handles[bucket] = (handle, ctx)
+
     def _make_hook(self, p):
         def hook(*ignore):
-            if p in self._handles and self._handles[p][0] is not None:
+            in_bucket = self._buckets is not None and self._buckets.holds(p)
+            if (in_bucket and p in self._buckets.bucket_of[p].ready) or (
+                    p in self._handles and self._handles[p][0] is not None):
                 if self._allreduce_delay[p] <= 0:
                     raise AssertionError(
                         "Gradients were computed more than backward_passes_per_step times "
@@ -168,6 +194,16 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             assert self._allreduce_delay[p] > 0
             handle, ctx = None, None
             self._allreduce_delay[p] -= 1
+            if in_bucket:
+                if self._allreduce_delay[p] > 0:
+                    return  # accumulating (backward_passes_per_step)
+                bucket = self._buckets.gradient_ready(p, self._parameter_names.get(p))
+                if bucket is not None:
+                    self._submit_bucket(bucket)
+                    return
+                if self._buckets.holds(p):
+                    return  # in its bucket; the bucket waits for its other gradients
+                # p fell back: reduced on its own below.
             if self._allreduce_delay[p] == 0:
                 group = self._p_to_group.get(p)
                 if group is not None:
@@ -189,8 +225,16 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self._synchronized = True
             return
         # Submit what the hooks did not: gradients not computed on this rank (zeros) and
-        # groups not complete yet. Names make the order irrelevant across ranks.
+        # groups and buckets not complete yet. Names make the order irrelevant across ranks.
         launched = set()
+        if self._buckets is not None:
+            for bucket in self._buckets.unready():
+                for p in self._buckets.complete(bucket, self._parameter_names):
+                    self._handles[p] = self._allreduce_grad_async(p)
+                self._submit_bucket(bucket)
+            for p in self._buckets.bucket_of:
+                if self._buckets.holds(p):
+                    launched.add(p)
         for key, (handle, _) in self._handles.items():
             if handle is not None:
                 launched.update(key if isinstance(key, tuple) else (key,))
@@ -203,6 +247,21 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 launched.update(group)
         for p in self._requires_update - launched:
             self._handles[p] = self._allreduce_grad_async(p)
+        for bucket, (handle, ctx) in self._bucket_handles.items():
+            try:
+                output = mpi_ops.synchronize(handle)
+            except HorovodInternalError:
+                self._forget_handles()
+                raise
+            decompressed = self._compression.decompress(output, ctx)
+            if decompressed is not bucket.flat:
+                bucket.flat.copy_(decompressed)
+            for p in bucket.params:
+                if self._buckets.holds(p):
+                    self._allreduce_delay[p] = self.backward_passes_per_step
+        self._bucket_handles.clear()
+        if self._buckets is not None:
+            self._buckets.reset()
         for key, (handle, ctx) in self._handles.items():
             try:
                 output = mpi_ops.synchronize(handle)
@@ -233,7 +292,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         it): waits out every other pending one (each fails at once) and starts the next backward
         pass afresh, so that the rolled-back training can call zero_grad() and step() again.
         (Horovod leaves the handles behind and zero_grad() then raises.)"""
-        for handle, _ in self._handles.values():
+        for handle, _ in list(self._handles.values()) + list(self._bucket_handles.values()):
             if handle is None:
                 continue
             try:
@@ -241,6 +300,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             except (HorovodInternalError, ValueError):
                 pass
         self._handles.clear()
+        self._bucket_handles.clear()
+        if self._buckets is not None:
+            self._buckets.reset()
         self._group_counts = {group: 0 for group in self._group_counts}
         for p in self._allreduce_delay:
             self._allreduce_delay[p] = self.backward_passes_per_step
@@ -269,7 +331,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         return super(self.__class__, self).step(closure)
 
     def zero_grad(self, *args, **kwargs):
-        if self._handles:
+        if self._handles or self._bucket_handles:
             raise AssertionError("optimizer.zero_grad() was called after loss.backward() but "
                                  "before optimizer.step() or optimizer.synchronize(). This is "
                                  "prohibited as it can cause a race condition.")
@@ -294,12 +356,17 @@ def _find_duplicates(names):
 def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
                          backward_passes_per_step=1, op=mpi_ops.Average,
                          gradient_predivide_factor=1.0, num_groups=0, groups=None,
-                         sparse_as_dense=False, process_set=global_process_set):
+                         sparse_as_dense=False, process_set=global_process_set,
+                         gradient_as_bucket_view=False, bucket_cap_mb=25):
     """Wraps `optimizer` so that step() applies gradients averaged (op) over the process set.
 
     groups: a list of lists of parameters, or a number of groups to split the parameters
     into (num_groups is its deprecated spelling); each group's gradients are reduced by one
     grouped allreduce once all of them are ready.
+    gradient_as_bucket_view (chorus; DDP's name): each parameter's .grad becomes a view into a
+    persistent bucket of at most bucket_cap_mb MiB, and each bucket is reduced in place by
+    one allreduce once its gradients are ready: no copy into or out of a fusion buffer
+    (chorus/torch/buckets.py). Not with groups.
     """
     if gradient_predivide_factor != 1.0 and op != mpi_ops.Average:
         raise ValueError("gradient_predivide_factor not supported with op != Average")
@@ -319,5 +386,8 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
                 raise ValueError("groups should be a list of lists of torch.Tensor")
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
                dict(_DistributedOptimizer.__dict__))
+    if bucket_cap_mb <= 0:
+        raise ValueError("bucket_cap_mb must be positive")
     return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step,
-               op, gradient_predivide_factor, groups, sparse_as_dense, process_set)
+               op, gradient_predivide_factor, groups, sparse_as_dense, process_set,
+               gradient_as_bucket_view, bucket_cap_mb)

@@ -1,0 +1,72 @@
+// The replacements of glibc's allocator entry points (see alloc_counter.h). Each counts, then
+// calls glibc's implementation through its __libc_* alias, so behaviour is unchanged.
+#include "bench/alloc_counter.h"
+
+#include <atomic>
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+
+extern "C" {
+void* __libc_malloc(size_t size);
+void* __libc_calloc(size_t n, size_t size);
+void* __libc_realloc(void* p, size_t size);
+void* __libc_memalign(size_t alignment, size_t size);
+}
+
+namespace {
+
+std::atomic<int64_t> g_allocations{0};
+thread_local int64_t t_allocations = 0;
+
+inline void Count() {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  ++t_allocations;
+}
+
+}  // namespace
+
+namespace chorus::bench {
+
+int64_t ProcessAllocations() { return g_allocations.load(std::memory_order_relaxed); }
+int64_t ThreadAllocations() { return t_allocations; }
+
+}  // namespace chorus::bench
+
+extern "C" {
+
+void* malloc(size_t size) {
+  Count();
+  return __libc_malloc(size);
+}
+
+void* calloc(size_t n, size_t size) {
+  Count();
+  return __libc_calloc(n, size);
+}
+
+void* realloc(void* p, size_t size) {
+  Count();
+  return __libc_realloc(p, size);
+}
+
+void* memalign(size_t alignment, size_t size) {
+  Count();
+  return __libc_memalign(alignment, size);
+}
+
+void* aligned_alloc(size_t alignment, size_t size) {
+  Count();
+  return __libc_memalign(alignment, size);
+}
+
+int posix_memalign(void** out, size_t alignment, size_t size) {
+  if (alignment < sizeof(void*) || (alignment & (alignment - 1)) != 0) return EINVAL;
+  Count();
+  void* p = __libc_memalign(alignment, size);
+  if (p == nullptr && size != 0) return ENOMEM;
+  *out = p;
+  return 0;
+}
+
+}  // extern "C"

@@ -1,0 +1,24 @@
+// File: bench/alloc_counter.h
+//
+// Counts heap allocations in a whole process, and per thread: linking this library into an
+// executable replaces malloc, calloc, realloc and the aligned allocators (C++'s operator new
+// comes through malloc) with versions that count each call and then call glibc's. For the
+// host-cost benchmark (allocations per step, bench/overhead.h) and the regression check that a
+// registered op's steady state allocates nothing (test/alloc).
+//
+// Thread-safety: thread-safe; the counters are relaxed atomics (process) and thread-locals.
+#ifndef CHORUS_BENCH_ALLOC_COUNTER_H_
+#define CHORUS_BENCH_ALLOC_COUNTER_H_
+
+#include <cstdint>
+
+namespace chorus::bench {
+
+// Allocations (malloc, calloc, realloc and the aligned allocators; not free) so far, in the
+// whole process and on the calling thread.
+int64_t ProcessAllocations();
+int64_t ThreadAllocations();
+
+}  // namespace chorus::bench
+
+#endif  // CHORUS_BENCH_ALLOC_COUNTER_H_

@@ -1,0 +1,117 @@
+// The steady state of registered ops allocates nothing (Note [Registered ops] in
+// runtime/op_slots.h): after a few warm-up steps, a step of registered allreduces makes no heap
+// allocation on the submitting thread (Submit), and, on one rank, none in the whole process
+// (the background loop's cycle, the cache bit vector's exchange, the fusion plan, the
+// completions and Release included). With several ranks the data planes' collectives run too,
+// and those allocate per call (Open MPI's non-blocking and large-message allreduces, chorus's
+// UCX collectives): the process-wide count is then printed, not checked. Counts allocations
+// (bench/alloc_counter.h), not time. Run under mpirun with 1 and 2 ranks.
+//
+// Prints "PASS" on every rank, or what allocated and exits 1.
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include <mpi.h>
+
+#include "base/status_macros.h"
+#include "bench/alloc_counter.h"
+#include "chorus/chorus.h"
+
+namespace {
+
+constexpr int kTensors = 200;
+constexpr int kWarmup = 20;
+constexpr int kSteps = 50;
+
+struct Counts {
+  int64_t submitter = 0;  // on this thread, inside Submit
+  int64_t process = 0;    // anywhere, during the whole step
+};
+
+absl::Status Run(int rank, int ranks) {
+  CHORUS_RETURN_IF_ERROR(chorus::Init());
+  std::vector<std::vector<float>> grads(kTensors);
+  std::vector<chorus::OpSlot> slots;
+  for (int k = 0; k < kTensors; ++k) {
+    // 64 B .. 64 KiB: packed in the fusion buffer.
+    grads[k].assign(static_cast<size_t>(16 << (k % 11)), 0.0f);
+    chorus::OpRequest req;
+    req.type = chorus::OpType::kAllreduce;
+    req.name = absl::StrCat("alloc_test.grad.", k);
+    req.input = {
+        grads[k].data(), chorus::DataType::kFloat32, {static_cast<int64_t>(grads[k].size())}};
+    req.reduce_op = chorus::ReduceOp::kAverage;
+    CHORUS_ASSIGN_OR_RETURN(chorus::OpSlot slot, chorus::RegisterOp(std::move(req)));
+    slots.push_back(slot);
+  }
+  std::vector<chorus::Handle> handles;
+  handles.reserve(kTensors);
+  Counts worst;
+  for (int step = 0; step < kWarmup + kSteps; ++step) {
+    for (auto& g : grads) g.assign(g.size(), static_cast<float>(rank + step));
+    handles.clear();
+    const int64_t process0 = chorus::bench::ProcessAllocations();
+    const int64_t thread0 = chorus::bench::ThreadAllocations();
+    for (int k = kTensors; k-- > 0;) {
+      CHORUS_ASSIGN_OR_RETURN(chorus::Handle h,
+                              chorus::Submit(slots[k], chorus::SubmitArgs{grads[k].data()}));
+      handles.push_back(h);
+    }
+    const int64_t submitter = chorus::bench::ThreadAllocations() - thread0;
+    for (chorus::Handle h : handles) {
+      CHORUS_ASSIGN_OR_RETURN(chorus::OpResult result, chorus::Release(h));
+      CHORUS_RETURN_IF_ERROR(result.status);
+    }
+    const int64_t process = chorus::bench::ProcessAllocations() - process0;
+    // The results are right, too: the average of rank + step over the ranks.
+    const float want = static_cast<float>(step) + static_cast<float>(ranks - 1) / 2.0f;
+    for (int k = 0; k < kTensors; ++k) {
+      if (grads[k].front() != want || grads[k].back() != want) {
+        return absl::DataLossError(absl::StrCat("step ", step, ": grad ", k, " holds ",
+                                                grads[k].front(), ", expected ", want));
+      }
+    }
+    if (step >= kWarmup) {
+      worst.submitter = std::max(worst.submitter, submitter);
+      worst.process = std::max(worst.process, process);
+    }
+  }
+  for (chorus::OpSlot slot : slots) CHORUS_RETURN_IF_ERROR(chorus::UnregisterOp(slot));
+  CHORUS_RETURN_IF_ERROR(chorus::Shutdown());
+  std::printf(
+      "rank %d: %d steps of %d registered allreduces after %d warm-up steps: at most %lld "
+      "allocations per step on the submitting thread, %lld in the process\n",
+      rank, kSteps, kTensors, kWarmup, static_cast<long long>(worst.submitter),
+      static_cast<long long>(worst.process));
+  if (worst.submitter != 0) {
+    return absl::InternalError("Submit allocated in the steady state");
+  }
+  if (ranks == 1 && worst.process != 0) {
+    return absl::InternalError("the steady state of registered ops allocated");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  int rank = 0, ranks = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  const absl::Status status = Run(rank, ranks);
+  if (status.ok()) {
+    std::printf("rank %d: PASS\n", rank);
+  } else {
+    std::printf("rank %d: FAILED: %s\n", rank, status.ToString().c_str());
+  }
+  std::fflush(stdout);
+  MPI_Finalize();
+  return status.ok() ? 0 : 1;
+}
