@@ -1,5 +1,6 @@
 // The replacements of glibc's allocator entry points (see alloc_counter.h). Each counts, then
-// calls glibc's implementation through its __libc_* alias, so behaviour is unchanged.
+// calls glibc's implementation through its __libc_* alias, so behaviour is unchanged. Not in a
+// sanitizer build (CHORUS_ALLOC_COUNTER_ENABLED 0), whose allocator must stay in place.
 #include "bench/alloc_counter.h"
 
 #include <atomic>
@@ -7,12 +8,14 @@
 #include <cstddef>
 #include <cstdint>
 
+#if CHORUS_ALLOC_COUNTER_ENABLED
 extern "C" {
 void* __libc_malloc(size_t size);
 void* __libc_calloc(size_t n, size_t size);
 void* __libc_realloc(void* p, size_t size);
 void* __libc_memalign(size_t alignment, size_t size);
 }
+#endif
 
 namespace {
 
@@ -28,10 +31,13 @@ inline void Count() {
 
 namespace chorus::bench {
 
+bool AllocationsCounted() { return CHORUS_ALLOC_COUNTER_ENABLED != 0; }
 int64_t ProcessAllocations() { return g_allocations.load(std::memory_order_relaxed); }
 int64_t ThreadAllocations() { return t_allocations; }
 
 }  // namespace chorus::bench
+
+#if CHORUS_ALLOC_COUNTER_ENABLED
 
 extern "C" {
 
@@ -70,3 +76,5 @@ int posix_memalign(void** out, size_t alignment, size_t size) {
 }
 
 }  // extern "C"
+
+#endif  // CHORUS_ALLOC_COUNTER_ENABLED

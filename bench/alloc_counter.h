@@ -2,7 +2,8 @@
 //
 // Counts heap allocations in a whole process, and per thread: linking this library into an
 // executable replaces malloc, calloc, realloc and the aligned allocators (C++'s operator new
-// comes through malloc) with versions that count each call and then call glibc's. For the
+// comes through malloc) with versions that count each call and then call glibc's. Not in a
+// sanitizer build, whose allocator must stay in place: nothing is counted there. For the
 // host-cost benchmark (allocations per step, bench/overhead.h) and the regression check that a
 // registered op's steady state allocates nothing (test/alloc).
 //
@@ -14,8 +15,10 @@
 
 namespace chorus::bench {
 
+// Whether allocations are counted (false in a sanitizer build).
+bool AllocationsCounted();
 // Allocations (malloc, calloc, realloc and the aligned allocators; not free) so far, in the
-// whole process and on the calling thread.
+// whole process and on the calling thread (0 when not counted).
 int64_t ProcessAllocations();
 int64_t ThreadAllocations();
 

@@ -143,6 +143,9 @@ absl::StatusOr<nlohmann::json> RunOverhead(const OverheadOptions& options) {
         "# chorus_bench overhead: %d rank(s), in-place float32 Average allreduces of %lld bytes, "
         "%d steps (+%d warmup) per count, ways interleaved step by step\n",
         ranks, static_cast<long long>(options.bytes), options.steps, options.warmup);
+    if (!AllocationsCounted()) {
+      std::printf("# allocations are not counted in this (sanitizer) build: shown as 0\n");
+    }
     std::printf("# %8s  %-10s  %16s  %14s  %12s  %18s  %22s\n", "tensors", "way",
                 "submit ns/tensor", "step ns/tensor", "step us", "allocs/step (proc)",
                 "allocs/step (submitter)");

@@ -83,10 +83,13 @@ absl::Status SubmissionQueue::Push(std::unique_ptr<TensorEntry> entry) {
 }
 
 absl::Status SubmissionQueue::PushRegistered(std::unique_ptr<TensorEntry>& entry) {
-  TensorEntry* e = entry.get();
+  // Given up before the push publishes it: the loop may complete the entry (and hand it back
+  // to `entry`'s owner) before the push returns.
+  TensorEntry* e = entry.release();
   TensorEntry* head = stack_.load(std::memory_order_relaxed);
   do {
     if (head == kClosedStack) {
+      entry.reset(e);
       MutexLock lock(&mu_);
       return absl::FailedPreconditionError(closed_why_);
     }
@@ -94,7 +97,6 @@ absl::Status SubmissionQueue::PushRegistered(std::unique_ptr<TensorEntry>& entry
     // seq_cst: a loop about to sleep either sees this entry or is seen asleep below.
   } while (
       !stack_.compare_exchange_weak(head, e, std::memory_order_seq_cst, std::memory_order_relaxed));
-  entry.release();  // the stack holds it now
   if (loop_sleeps_.load(std::memory_order_seq_cst)) {
     MutexLock lock(&mu_);
     WakeLoop();

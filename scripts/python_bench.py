@@ -6,7 +6,10 @@
   2. resnet50: the 161 gradient tensors of torchvision's ResNet-50 (25.6 M float32).
      chorus.torch: allreduce_async_ of each in reverse order (the order backward produces
      them), then synchronize. mpi4py: in-place Allreduce of one contiguous buffer of the same
-     bytes, in pieces of 1, 4, 8 and 16 MiB and whole; the fastest is the baseline.
+     bytes, in pieces of 1, 4, 8 and 16 MiB and whole; the fastest is the baseline. And the
+     same gradients as views into persistent buckets (DistributedOptimizer's
+     gradient_as_bucket_view: chorus/torch/buckets.py, 25 MiB buckets), one allreduce_async_
+     per bucket, in place: the zero-copy path against the copying one, in the same round.
 
     mpirun -np 2 python3 scripts/python_bench.py [--steps 20] [--warmup 20] [--rounds 3]
 
@@ -135,10 +138,23 @@ class Resnet50Case:
         self.flat = np.zeros(self.total, dtype=np.float32)
         self.names = ["resnet50.grad.%d" % i for i in range(len(self.tensors))]
         self.order = list(reversed(range(len(self.tensors))))
+        # Parameters whose .grad are views into DistributedOptimizer's buckets.
+        from chorus.torch.buckets import GradientBuckets
+        params = [torch.nn.Parameter(torch.zeros(t.shape)) for t in self.tensors]
+        for p in params:
+            p.grad = torch.zeros_like(p)
+        self.buckets = GradientBuckets(params, {p: n for p, n in zip(params, self.names)}, 25)
 
     def chorus_step(self):
         handles = [hvd.allreduce_async_(self.tensors[i], name=self.names[i], op=hvd.Sum)
                    for i in self.order]
+        for h in handles:
+            hvd.synchronize(h)
+
+    def bucket_step(self):
+        """The gradients as views into buckets: one in-place allreduce per bucket."""
+        handles = [hvd.allreduce_async_(b.flat, name=b.name, op=hvd.Sum)
+                   for b in self.buckets.buckets]
         for h in handles:
             hvd.synchronize(h)
 
@@ -168,6 +184,12 @@ class Resnet50Case:
         assert all(float(t.reshape(-1)[0]) == self.comm.Get_size() for t in self.tensors)
         for t in self.tensors:
             t.zero_()
+        for b in self.buckets.buckets:
+            b.flat.fill_(1.0)
+        self.bucket_step()
+        assert all(float(b.flat[-1]) == self.comm.Get_size() for b in self.buckets.buckets)
+        for b in self.buckets.buckets:
+            b.flat.zero_()
 
 
 def time_raw(comm, cases, steps, warmup):
@@ -223,8 +245,10 @@ def main(argv=None):
         assert hvd.rank() == comm.Get_rank() and hvd.size() == comm.Get_size()
         for case in cases:
             case.check_chorus()
-        chorus_rounds.append(timed(comm, [case.chorus_step for case in cases], args.steps,
-                                   args.warmup))
+        steps = [case.chorus_step for case in cases]
+        if not args.skip_resnet50:
+            steps.append(cases[1].bucket_step)
+        chorus_rounds.append(timed(comm, steps, args.steps, args.warmup))
         hvd.shutdown()
         raws.append(time_raw(comm, cases, args.steps, args.warmup))
     rounds = []  # (chorus timings, {label: raw timing}) per round
@@ -267,6 +291,14 @@ def main(argv=None):
                                                         nbytes / raw[lb].wall / 1e9))
         say("  chorus.torch / fastest raw (%s) = %s" % (best, median_ratio(ratios)))
         say("  chorus.torch / per-tensor raw on the same tensors = %s" % median_ratio(per_tensor))
+        t_b = chorus[2]
+        say("  chorus.torch, gradients as bucket views (%d buckets, in place): %8.2f ms/step  "
+            "(%6.2f GB/s)" % (len(resnet.buckets.buckets), t_b.wall * 1e3, nbytes / t_b.wall / 1e9))
+        views = [c[2].wall / c[1].wall for c, _ in rounds]
+        say("  bucket views / copying path (per-tensor allreduce_async_) = %s"
+            % median_ratio(views))
+        best_views = [c[2].wall / raw[b].wall for (c, raw), b in zip(rounds, fastest)]
+        say("  bucket views / fastest raw = %s" % median_ratio(best_views))
 
 
 if __name__ == "__main__":

@@ -160,3 +160,37 @@ def test_bucket_view_is_one_registered_op_per_bucket():
     assert len(seen) == len(flats)
     assert {ptr for ptr, _ in seen} == flats
     assert all(c_handle & (1 << 62) for _, c_handle in seen)
+
+
+def test_bucket_views_survive_an_elastic_reset():
+    """An elastic run that fails mid-training (chorus re-formed, training rolled back to its
+    last commit): the bucket views stay views, and the parameters end bit-equal to the copying
+    path's run through the same failure."""
+    ends = {}
+    for view in (False, True):
+        model = Model()
+        opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=1.0 / 16),
+                                       named_parameters=model.named_parameters(),
+                                       gradient_as_bucket_view=view, bucket_cap_mb=0.004)
+        state = hvd.elastic.TorchState(model, opt, step=0)
+        failed = []
+
+        @hvd.elastic.run
+        def training(state):
+            while state.step < 6:
+                state.optimizer.zero_grad()
+                state.model(batch(state.step), state.step).backward()
+                state.optimizer.step()
+                state.step += 1
+                if state.step % 2 == 0:
+                    state.commit()
+                if state.step == 3 and not failed:
+                    failed.append(state.step)
+                    raise hvd.HorovodInternalError("injected failure at step 3")
+
+        training(state)
+        assert failed == [3]
+        ends[view] = [[p.detach().clone() for p in model.parameters()]]
+        if view:
+            assert_views(opt, model)
+    assert_bit_equal(ends[False], ends[True])
