@@ -934,7 +934,8 @@ void BackgroundLoop::Deliver(std::vector<std::unique_ptr<TensorEntry>>* entries,
   queue_->Forget(*entries);
   for (size_t i = 0; i < entries->size(); ++i) {
     TensorEntry& entry = *(*entries)[i];
-    if (entry.ready_event != nullptr) {
+    // A registered op keeps its event for its next submission (Runtime::RecordReadyEvent).
+    if (entry.ready_event != nullptr && entry.slot < 0) {
       gpu_platform_->DestroyEvent(entry.op.input.device, entry.ready_event);
       entry.ready_event = nullptr;
     }

@@ -144,6 +144,17 @@ class SlotTable {
   void Complete(std::vector<std::pair<std::unique_ptr<TensorEntry>, absl::Status>>* done)
       ABSL_LOCKS_EXCLUDED(wait_mu_);
 
+  // Calls f(entry) for the entry of every slot that holds one (registered and idle, or added
+  // and not yet activated). REQUIRES: no op of the table in flight (the runtime shut down).
+  template <typename F>
+  void ForEachEntry(F f) ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(&mu_);
+    for (int32_t index = 0; index < next_index_; ++index) {
+      Slot* slot = At(index);
+      if (slot->entry != nullptr) f(*slot->entry);
+    }
+  }
+
   // As HandleTable's, for handles of registered ops (NotFound for a stale or unknown one).
   absl::StatusOr<bool> Poll(Handle handle) const;
   absl::Status Wait(Handle handle) const ABSL_LOCKS_EXCLUDED(wait_mu_);

@@ -216,7 +216,11 @@ absl::Status Runtime::StartLoop(std::unique_ptr<Controller> controller,
   return started;
 }
 
-Runtime::~Runtime() { Shutdown(); }
+Runtime::~Runtime() {
+  Shutdown();
+  // Every op has completed: the registered ones' entries are back in their slots.
+  slots_.ForEachEntry([this](TensorEntry& entry) { DropReadyEvent(entry); });
+}
 
 Topology Runtime::topology() const {
   ReaderMutexLock lock(&world_mu_);
@@ -417,15 +421,26 @@ absl::Status Runtime::CheckGpuDevice(const OpRequest& r) {
 absl::Status Runtime::RecordReadyEvent(TensorEntry& entry) {
   const OpRequest& r = entry.op;
   const int32_t device = r.input.device;
-  CHORUS_ASSIGN_OR_RETURN(ops::gpu::EventHandle event, gpu_platform_->CreateEvent(device));
+  // A registered op records its own event again (its last launch has waited on it already).
+  ops::gpu::EventHandle event = entry.ready_event;
+  if (event == nullptr) {
+    CHORUS_ASSIGN_OR_RETURN(event, gpu_platform_->CreateEvent(device));
+  }
   absl::Status recorded = gpu_platform_->RecordEvent(device, event, r.stream);
   if (!recorded.ok()) {
     gpu_platform_->DestroyEvent(device, event);
+    entry.ready_event = nullptr;
     return absl::Status(recorded.code(), absl::StrCat(OpTypeName(r.type), " of tensor '", r.name,
                                                       "': ", recorded.message()));
   }
   entry.ready_event = event;
   return absl::OkStatus();
+}
+
+void Runtime::DropReadyEvent(TensorEntry& entry) {
+  if (entry.ready_event == nullptr) return;
+  gpu_platform_->DestroyEvent(entry.op.input.device, entry.ready_event);
+  entry.ready_event = nullptr;
 }
 
 absl::Status Runtime::PrepareGpuEntry(TensorEntry& entry) {
@@ -466,7 +481,9 @@ absl::StatusOr<OpSlot> Runtime::RegisterOp(OpRequest r) {
 
 absl::Status Runtime::UnregisterOp(OpSlot id) {
   CHORUS_RETURN_IF_ERROR(slots_.Remove(id));
-  queue_.Unregister(slots_.Find(id)->name);
+  SlotTable::Slot& slot = *slots_.Find(id);
+  queue_.Unregister(slot.name);
+  DropReadyEvent(*slot.entry);
   slots_.Recycle(id);
   return absl::OkStatus();
 }
@@ -513,11 +530,7 @@ absl::StatusOr<Handle> Runtime::Submit(OpSlot id, const SubmitArgs& args) {
     status = queue_.PushRegistered(slot->entry);
   }
   if (!status.ok()) {
-    if (entry.ready_event != nullptr) {
-      gpu_platform_->DestroyEvent(entry.op.input.device, entry.ready_event);
-      entry.ready_event = nullptr;
-    }
-    entry.done = nullptr;
+    entry.done = nullptr;  // its event, if any, stays for the next submission
     slots_.Unclaim(*slot);
     return status;
   }

@@ -172,6 +172,8 @@ class Runtime {
   absl::Status PrepareGpuEntry(TensorEntry& entry);
   absl::Status CheckGpuDevice(const OpRequest& request);
   absl::Status RecordReadyEvent(TensorEntry& entry);
+  // Destroys the entry's ready event, if any (a registered op's, which outlives its ops).
+  void DropReadyEvent(TensorEntry& entry);
   // Submit, when the world or its process sets changed since `slot`'s op was last checked:
   // checks it again (ValidateRequest) with the submission's tensors.
   absl::Status Recheck(SlotTable::Slot& slot) ABSL_LOCKS_EXCLUDED(world_mu_);

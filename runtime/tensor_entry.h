@@ -81,7 +81,8 @@ struct TensorEntry {
   // When submitted (with a timeline configured), else when the background loop took it.
   absl::Time enqueued_at;
   // GPU tensors: recorded on op.stream at Enqueue (ops::gpu::EventHandle); chorus reads the
-  // tensors only after it. Destroyed when the entry completes.
+  // tensors only after it. Destroyed when the entry completes, but a registered op's, which
+  // every submission records again and which goes with its registration.
   void* ready_event = nullptr;
 
   // A registered op's entry (Note [Registered ops] in runtime/op_slots.h): its slot; it goes
@@ -118,12 +119,12 @@ struct TensorEntry {
     ready_at = absl::InfinitePast();
   }
   // A registered op's entry before its next submission: the per-submission fields back to
-  // their initial values (its request and slot stay).
+  // their initial values (its request and slot stay, and its ready event, recorded anew by each
+  // submission).
   void ResetForSubmission() {
     handle = 0;
     done = nullptr;
     enqueued_at = absl::Time();
-    ready_event = nullptr;
     next_submitted = nullptr;
     cache_bit = -1;
     in_unsent = false;

@@ -882,3 +882,77 @@ TEST_CASE("a runtime suspended and re-formed in place runs GPU allreduces on new
 }
 }  // namespace
 }  // namespace chorus::runtime
+
+namespace chorus::runtime {
+namespace {
+
+TEST_CASE("GPU registered allreduces: each keeps one ready event, recorded by each submission",
+          "[runtime][gpu][registered]") {
+  constexpr int kTensors = 6;
+  constexpr int kSteps = 5;
+  Failures f;
+  RunGpuRanks(
+      2,
+      [&](GpuRank& me) {
+        std::vector<TensorView> tensors;
+        std::vector<OpSlot> slots;
+        for (int k = 0; k < kTensors; ++k) {
+          tensors.push_back(DeviceTensor(*me.gpu, std::vector<float>(static_cast<size_t>(5 + k)),
+                                         {5 + k}, DataType::kFloat32));
+          OpRequest r = Op(OpType::kAllreduce, absl::StrCat("reg.", k), tensors.back());
+          absl::StatusOr<OpSlot> slot = me.runtime->RegisterOp(r);
+          f.Check(slot.ok(), slot.status().ToString());
+          if (!slot.ok()) return;
+          slots.push_back(*slot);
+        }
+        int64_t events = -1;
+        for (int step = 0; step < kSteps; ++step) {
+          for (const TensorView& t : tensors) {
+            const std::vector<float> v(static_cast<size_t>(t.shape[0]),
+                                       static_cast<float>((me.rank + 1) * (step + 1)));
+            std::memcpy(t.data, v.data(), v.size() * sizeof(float));  // fake device memory
+          }
+          std::vector<Handle> handles;
+          for (int k = 0; k < kTensors; ++k) {
+            absl::StatusOr<Handle> h = me.runtime->Submit(slots[k], SubmitArgs{tensors[k].data});
+            f.Check(h.ok(), h.status().ToString());
+            if (h.ok()) handles.push_back(*h);
+          }
+          for (Handle h : handles) {
+            absl::StatusOr<OpResult> r = me.runtime->Release(h);
+            f.Check(r.ok() && r->status.ok(), "registered GPU allreduce");
+          }
+          for (const TensorView& t : tensors) {
+            const std::vector<float> got = Read<float>(t.data, static_cast<size_t>(t.shape[0]));
+            f.Check(got == std::vector<float>(got.size(), 3.0f * static_cast<float>(step + 1)),
+                    absl::StrCat("step ", step, ": sum of (rank + 1) * (step + 1)"));
+          }
+          // One event per registered op, created by its first submission and kept.
+          const int64_t live = me.gpu->counters().live_events;
+          if (step == 0) events = live;
+          f.Check(live == events,
+                  absl::StrCat("step ", step, ": ", live, " events, then ", events));
+        }
+        f.Check(events >= kTensors, absl::StrCat(events, " events for ", kTensors, " ops"));
+        for (OpSlot s : slots) f.Check(me.runtime->UnregisterOp(s).ok(), "unregister");
+        f.Check(me.gpu->counters().live_events == events - kTensors,
+                "unregistering destroys the ops' events");
+        // Registered again, left registered: the runtime's end destroys their events.
+        for (int k = 0; k < kTensors; ++k) {
+          absl::StatusOr<OpSlot> slot =
+              me.runtime->RegisterOp(Op(OpType::kAllreduce, absl::StrCat("reg.", k), tensors[k]));
+          absl::StatusOr<Handle> h =
+              slot.ok() ? me.runtime->Submit(*slot, SubmitArgs{tensors[k].data}) : slot.status();
+          f.Check(h.ok() && me.runtime->Release(*h).ok(), "registered again");
+        }
+      },
+      f, testing::FastCycleConfig(), 1,
+      [&](GpuRank& me) {
+        const FakeGpuPlatform::Counters c = me.gpu->counters();
+        f.Check(c.live_events == 0, absl::StrCat("events left: ", c.live_events));
+      });
+  f.Report();
+}
+
+}  // namespace
+}  // namespace chorus::runtime
