@@ -57,7 +57,8 @@ absl::Status UcxBackend::Allreduce(const void* send, void* recv, int64_t count, 
   const uint64_t tag = NextTag();
   const int64_t bytes = count * reduction.element_bytes();
   if (bytes <= options_.recursive_doubling_max_bytes || count < size()) {
-    return ucx::RecursiveDoublingAllreduce(transport_.get()).Run(send, recv, count, reduction, tag);
+    return ucx::RecursiveDoublingAllreduce(transport_.get(), &scratch_)
+        .Run(send, recv, count, reduction, tag);
   }
   return ucx::RingAllreduce(transport_.get(), {options_.piece_bytes, options_.ring_depth})
       .Run(send, recv, count, reduction, tag);

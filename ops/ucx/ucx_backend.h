@@ -15,9 +15,11 @@
 #ifndef CHORUS_OPS_UCX_UCX_BACKEND_H_
 #define CHORUS_OPS_UCX_UCX_BACKEND_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "ops/collective_backend.h"
 #include "ops/ucx/tag_transport.h"
@@ -67,6 +69,8 @@ class UcxBackend : public CollectiveBackend {
   std::unique_ptr<TagTransport> transport_;
   UcxBackendOptions options_;
   uint64_t calls_ = 0;  // collective calls so far: the next call's tag
+  // Recursive doubling's partner vector, kept from one small allreduce to the next.
+  std::vector<std::byte> scratch_;
 };
 
 }  // namespace chorus::ops

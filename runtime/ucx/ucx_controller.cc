@@ -120,7 +120,7 @@ absl::Status UcxController::AllreduceBitAnd(absl::Span<uint64_t> bits) {
   const ops::ucx::Reduction reduction = ops::ucx::Reduction::BitAnd64();
   const int64_t count = static_cast<int64_t>(bits.size());
   if (count * 8 <= options_.backend.recursive_doubling_max_bytes || count < size()) {
-    return ops::ucx::RecursiveDoublingAllreduce(control_.get())
+    return ops::ucx::RecursiveDoublingAllreduce(control_.get(), &bit_scratch_)
         .Run(bits.data(), bits.data(), count, reduction, tag);
   }
   return ops::ucx::RingAllreduce(control_.get(),

@@ -14,6 +14,7 @@
 #ifndef CHORUS_RUNTIME_UCX_UCX_CONTROLLER_H_
 #define CHORUS_RUNTIME_UCX_UCX_CONTROLLER_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -77,6 +78,8 @@ class UcxController : public Controller {
   UcxControllerOptions options_;
   uint64_t calls_ = 0;       // control-plane tags used so far
   uint32_t next_space_ = 1;  // the next data plane's tag space
+  // Recursive doubling's partner vector for AllreduceBitAnd, kept from one cycle to the next.
+  std::vector<std::byte> bit_scratch_;
 };
 
 }  // namespace chorus::runtime

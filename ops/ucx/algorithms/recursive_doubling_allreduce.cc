@@ -38,7 +38,9 @@ absl::Status RecursiveDoublingAllreduce::Run(const void* send, void* recv, int64
 
   // `mine` holds this rank's current partial result, `theirs` the partner's; they swap when the
   // combined value lands in `theirs`.
-  std::vector<std::byte> scratch(static_cast<size_t>(bytes));
+  std::vector<std::byte> own_scratch;
+  std::vector<std::byte>& scratch = scratch_ != nullptr ? *scratch_ : own_scratch;
+  if (scratch.size() < static_cast<size_t>(bytes)) scratch.resize(static_cast<size_t>(bytes));
   std::byte* mine = static_cast<std::byte*>(recv);
   std::byte* theirs = scratch.data();
 

@@ -21,7 +21,9 @@
 #ifndef CHORUS_OPS_UCX_ALGORITHMS_RECURSIVE_DOUBLING_ALLREDUCE_H_
 #define CHORUS_OPS_UCX_ALGORITHMS_RECURSIVE_DOUBLING_ALLREDUCE_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/status.h"
 
@@ -32,8 +34,12 @@ namespace chorus::ops::ucx {
 
 class RecursiveDoublingAllreduce {
  public:
-  // `transport` is borrowed and must outlive this object.
-  explicit RecursiveDoublingAllreduce(TagTransport* transport) : transport_(transport) {}
+  // `transport` is borrowed and must outlive this object. `scratch` (optional, borrowed) holds
+  // the partner's vector: a caller that keeps it from one call to the next (a backend, the
+  // controller's per-cycle bit vector) allocates nothing per call once it is large enough.
+  explicit RecursiveDoublingAllreduce(TagTransport* transport,
+                                      std::vector<std::byte>* scratch = nullptr)
+      : transport_(transport), scratch_(scratch) {}
 
   // Collective. recv[i] = reduction over all ranks of send[i], i < count. send == recv reduces
   // in place; otherwise they must not overlap. Uses count elements of scratch memory.
@@ -42,6 +48,7 @@ class RecursiveDoublingAllreduce {
 
  private:
   TagTransport* transport_;
+  std::vector<std::byte>* scratch_;
 };
 
 }  // namespace chorus::ops::ucx
