@@ -126,6 +126,16 @@ class Job:
                       lambda: len(self.generation(g)) >= size)
         return self.generation(g)
 
+    def wait_generation_from(self, first, size):
+        """The events of the first generation numbered `first` or later in which at least
+        `size` workers trained (a later one can supersede `first` before its world forms)."""
+        def found():
+            gens = sorted({e['gen'] for e in self.events() if e['gen'] >= first})
+            return next((g for g in gens if len(self.generation(g)) >= size), None)
+        self.wait_for(f'a generation from {first} on with {size} workers',
+                      lambda: found() is not None)
+        return self.generation(found())
+
     def release(self):
         open(self.path('release'), 'w').close()
 
@@ -492,11 +502,14 @@ def test_survivor_held_while_forming_waits_for_the_joiners(c, jobs):
     # as stale. The joiners take 8 s to start: rank 0 must wait in its reset until they join,
     # keeping its process and its committed state, however long that takes within the elastic
     # timeout (not give up after a few seconds, failing and taking the job's state with it).
+    # The two joiners start about a second apart (rank 1 leaves 1 s after adopting), so the
+    # generation that adds the second (4) may supersede the one that adds the first (3) before
+    # its world forms: the survivor then trains first in generation 4.
     job = start(jobs, c, 'heldforming', '127.0.0.1:1\nlocalhost:2\n',
                 {'g0r2': 'term', 'g0r1': 'term_after_adopt', 'join_delay': 8},
                 ['-np', '3', '--min-np', '2', '--max-np', '3'])
     g0 = job.wait_generation(0, 3)
-    g3 = job.wait_generation(3, 2)
+    g3 = job.wait_generation_from(3, 2)
     assert ranks(g3)[:2] == [(0, len(g3), '127.0.0.1'), (1, len(g3), 'localhost')], ranks(g3)
     assert pids(g3)[0] == pids(g0)[0] and g3[0]['resets'] == 1, (g0, g3)
     assert pids(g3)[1] not in pids(g0), (g0, g3)
