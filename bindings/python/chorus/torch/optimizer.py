@@ -248,11 +248,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         for p in self._requires_update - launched:
             self._handles[p] = self._allreduce_grad_async(p)
         for bucket, (handle, ctx) in self._bucket_handles.items():
-            try:
-                output = mpi_ops.synchronize(handle)
-            except HorovodInternalError:
-                self._forget_handles()
-                raise
+            output = self._synchronize_or_forget(handle)
             decompressed = self._compression.decompress(output, ctx)
             if decompressed is not bucket.flat:
                 bucket.flat.copy_(decompressed)
@@ -263,11 +259,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if self._buckets is not None:
             self._buckets.reset()
         for key, (handle, ctx) in self._handles.items():
-            try:
-                output = mpi_ops.synchronize(handle)
-            except HorovodInternalError:
-                self._forget_handles()
-                raise
+            output = self._synchronize_or_forget(handle)
             if isinstance(key, tuple):
                 params, outputs, ctxs = key, output, ctx
             else:
@@ -286,6 +278,14 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                     p.grad.set_(decompressed)
         self._handles.clear()
         self._synchronized = True
+
+    def _synchronize_or_forget(self, handle):
+        """synchronize(handle); on a failed allreduce, forgets every handle first."""
+        try:
+            return mpi_ops.synchronize(handle)
+        except HorovodInternalError:
+            self._forget_handles()
+            raise
 
     def _forget_handles(self):
         """After a failed allreduce (a lost rank: chorus is broken until the elastic loop resets
