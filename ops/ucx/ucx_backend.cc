@@ -60,14 +60,15 @@ absl::Status UcxBackend::Allreduce(const void* send, void* recv, int64_t count, 
     return ucx::RecursiveDoublingAllreduce(transport_.get(), &scratch_)
         .Run(send, recv, count, reduction, tag);
   }
-  return ucx::RingAllreduce(transport_.get(), {options_.piece_bytes, options_.ring_depth})
+  return ucx::RingAllreduce(transport_.get(), {options_.piece_bytes, options_.ring_depth},
+                            &ring_scratch_)
       .Run(send, recv, count, reduction, tag);
 }
 
 absl::Status UcxBackend::Allgatherv(const void* send, void* recv,
                                     absl::Span<const int64_t> recv_bytes) {
   CHORUS_RETURN_IF_ERROR(CheckSpan("Allgatherv", "recv_bytes", recv_bytes, size()));
-  return ucx::RingAllgatherv(transport_.get(), options_.piece_bytes)
+  return ucx::RingAllgatherv(transport_.get(), options_.piece_bytes, &ring_scratch_)
       .Run(send, recv, recv_bytes, NextTag());
 }
 
@@ -110,7 +111,8 @@ absl::Status UcxBackend::ReduceScatter(const void* send, void* recv,
   const size_t me = static_cast<size_t>(rank());
   const int64_t offset = ucx::BlockOffsets(recv_counts)[me] * elem;
   const size_t mine = static_cast<size_t>(recv_counts[me] * elem);
-  ucx::RingReduceScatter ring(transport_.get(), {options_.piece_bytes, options_.ring_depth});
+  ucx::RingReduceScatter ring(transport_.get(), {options_.piece_bytes, options_.ring_depth},
+                              &ring_scratch_);
   const uint64_t tag = NextTag();
   if (send == recv) {
     // In place: `recv` holds the whole input; this rank's block moves to its front.

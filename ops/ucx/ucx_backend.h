@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "ops/collective_backend.h"
+#include "ops/ucx/algorithms/common.h"
 #include "ops/ucx/tag_transport.h"
 
 namespace chorus::ops {
@@ -69,8 +70,10 @@ class UcxBackend : public CollectiveBackend {
   std::unique_ptr<TagTransport> transport_;
   UcxBackendOptions options_;
   uint64_t calls_ = 0;  // collective calls so far: the next call's tag
-  // Recursive doubling's partner vector, kept from one small allreduce to the next.
+  // Kept from one collective to the next (the algorithms' buffers): a steady loop allocates
+  // nothing here. Recursive doubling's partner vector; the ring algorithms' buffers.
   std::vector<std::byte> scratch_;
+  ucx::RingScratch ring_scratch_;
 };
 
 }  // namespace chorus::ops

@@ -124,7 +124,8 @@ absl::Status UcxController::AllreduceBitAnd(absl::Span<uint64_t> bits) {
         .Run(bits.data(), bits.data(), count, reduction, tag);
   }
   return ops::ucx::RingAllreduce(control_.get(),
-                                 {options_.backend.piece_bytes, options_.backend.ring_depth})
+                                 {options_.backend.piece_bytes, options_.backend.ring_depth},
+                                 &bit_ring_scratch_)
       .Run(bits.data(), bits.data(), count, reduction, tag);
 }
 

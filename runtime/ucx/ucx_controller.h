@@ -78,8 +78,9 @@ class UcxController : public Controller {
   UcxControllerOptions options_;
   uint64_t calls_ = 0;       // control-plane tags used so far
   uint32_t next_space_ = 1;  // the next data plane's tag space
-  // Recursive doubling's partner vector for AllreduceBitAnd, kept from one cycle to the next.
+  // AllreduceBitAnd's algorithms' buffers, kept from one cycle to the next.
   std::vector<std::byte> bit_scratch_;
+  ops::ucx::RingScratch bit_ring_scratch_;
 };
 
 }  // namespace chorus::runtime

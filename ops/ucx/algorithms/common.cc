@@ -58,19 +58,29 @@ void AppendPieces(int64_t offset, int64_t length, int64_t max_piece, std::vector
   }
 }
 
+void EvenBlocksInto(int64_t count, int n, std::vector<int64_t>* out) {
+  out->assign(static_cast<size_t>(n), count / n);
+  for (int64_t b = 0; b < count % n; ++b) ++(*out)[static_cast<size_t>(b)];
+}
+
 std::vector<int64_t> EvenBlocks(int64_t count, int n) {
-  std::vector<int64_t> blocks(static_cast<size_t>(n), count / n);
-  for (int64_t b = 0; b < count % n; ++b) ++blocks[static_cast<size_t>(b)];
+  std::vector<int64_t> blocks;
+  EvenBlocksInto(count, n, &blocks);
   return blocks;
 }
 
-std::vector<int64_t> BlockOffsets(absl::Span<const int64_t> lengths) {
-  std::vector<int64_t> offsets(lengths.size());
+void BlockOffsetsInto(absl::Span<const int64_t> lengths, std::vector<int64_t>* out) {
+  out->resize(lengths.size());
   int64_t total = 0;
   for (size_t b = 0; b < lengths.size(); ++b) {
-    offsets[b] = total;
+    (*out)[b] = total;
     total += lengths[b];
   }
+}
+
+std::vector<int64_t> BlockOffsets(absl::Span<const int64_t> lengths) {
+  std::vector<int64_t> offsets;
+  BlockOffsetsInto(lengths, &offsets);
   return offsets;
 }
 
@@ -92,9 +102,9 @@ absl::Status Outstanding::Wait(RequestId id) {
 
 absl::Status Outstanding::WaitAll() {
   if (ids_.empty()) return absl::OkStatus();
-  const absl::InlinedVector<RequestId, 4> ids = std::move(ids_);
+  const absl::Status waited = transport_->Wait(ids_);
   ids_.clear();
-  return transport_->Wait(ids);
+  return waited;
 }
 
 }  // namespace chorus::ops::ucx

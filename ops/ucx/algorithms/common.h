@@ -68,8 +68,10 @@ void AppendPieces(int64_t offset, int64_t length, int64_t max_piece, std::vector
 
 // `count` split into `n` blocks in rank order, the first count % n one larger.
 std::vector<int64_t> EvenBlocks(int64_t count, int n);
+void EvenBlocksInto(int64_t count, int n, std::vector<int64_t>* out);
 // Exclusive prefix sums: where each block starts.
 std::vector<int64_t> BlockOffsets(absl::Span<const int64_t> lengths);
+void BlockOffsetsInto(absl::Span<const int64_t> lengths, std::vector<int64_t>* out);
 
 // The requests an algorithm has started and not waited on yet. Destruction waits for the rest,
 // dropping their status, so an algorithm returning early with an error leaves no request
@@ -90,7 +92,24 @@ class Outstanding {
 
  private:
   TagTransport* transport_;
-  absl::InlinedVector<RequestId, 4> ids_;
+  // Inline room for a ring's requests in flight on small and medium messages (a steady loop of
+  // such collectives then allocates nothing here); more spill to the heap.
+  absl::InlinedVector<RequestId, 32> ids_;
+};
+
+// The per-call buffers of the ring algorithms (RingAllreduce, RingReduceScatter,
+// RingAllgatherv). An algorithm given one by a caller that keeps it from one call to the next
+// (a backend) reuses its capacity, so that a steady loop of collectives allocates nothing once
+// the buffers are large enough; without one, each call uses buffers of its own.
+struct RingScratch {
+  std::vector<int64_t> blocks;       // RingAllreduce: elements per block
+  std::vector<int64_t> block_bytes;  // RingAllreduce: bytes per block
+  std::vector<int64_t> offsets;      // a ring pass's block offsets
+  std::vector<Piece> incoming;       // a ring pass's pieces from the predecessor, in order
+  std::vector<int> step_of;          // the ring step of each incoming piece
+  std::vector<Piece> own;            // pieces of this rank's own block
+  std::vector<RequestId> recv_ids;   // the receive of each incoming piece
+  std::vector<std::byte> slots;      // RingReduceScatter's receive slots
 };
 
 }  // namespace chorus::ops::ucx

@@ -17,15 +17,17 @@
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 
+#include "ops/ucx/algorithms/common.h"
 #include "ops/ucx/tag_transport.h"
 
 namespace chorus::ops::ucx {
 
 class RingAllgatherv {
  public:
-  // `transport` is borrowed and must outlive this object. `piece_bytes`: largest message.
-  RingAllgatherv(TagTransport* transport, int64_t piece_bytes)
-      : transport_(transport), piece_bytes_(piece_bytes) {}
+  // `transport` (and `scratch`, optional: RingScratch) are borrowed and must outlive this
+  // object. `piece_bytes`: largest message.
+  RingAllgatherv(TagTransport* transport, int64_t piece_bytes, RingScratch* scratch = nullptr)
+      : transport_(transport), piece_bytes_(piece_bytes), scratch_(scratch) {}
 
   // Collective. `recv` holds the blocks of block_bytes[b] bytes in rank order (block_bytes is
   // identical on every rank, size() entries). `send` (block_bytes[rank()] bytes) is this rank's
@@ -36,6 +38,7 @@ class RingAllgatherv {
  private:
   TagTransport* transport_;
   int64_t piece_bytes_;
+  RingScratch* scratch_;
 };
 
 }  // namespace chorus::ops::ucx

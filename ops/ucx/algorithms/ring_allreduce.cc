@@ -12,16 +12,20 @@ namespace chorus::ops::ucx {
 absl::Status RingAllreduce::Run(const void* send, void* recv, int64_t count,
                                 const Reduction& reduction, uint64_t tag) {
   const int n = transport_->size();
-  const std::vector<int64_t> blocks = EvenBlocks(count, n);
-  RingReduceScatter reduce_scatter(transport_, options_);
+  RingScratch own_scratch;
+  RingScratch& s = scratch_ != nullptr ? *scratch_ : own_scratch;
+  std::vector<int64_t>& blocks = s.blocks;
+  EvenBlocksInto(count, n, &blocks);
+  RingReduceScatter reduce_scatter(transport_, options_, &s);
   CHORUS_RETURN_IF_ERROR(reduce_scatter.Run(send, recv, blocks, reduction, tag));
-  std::vector<int64_t> block_bytes(blocks.size());
+  std::vector<int64_t>& block_bytes = s.block_bytes;
+  block_bytes.resize(blocks.size());
   for (size_t b = 0; b < blocks.size(); ++b) block_bytes[b] = blocks[b] * reduction.element_bytes();
-  // This rank's reduced block is already in place in `recv`.
-  const std::vector<int64_t> offsets = BlockOffsets(block_bytes);
-  const std::byte* mine =
-      static_cast<const std::byte*>(recv) + offsets[static_cast<size_t>(transport_->rank())];
-  RingAllgatherv allgather(transport_, options_.piece_bytes);
+  // This rank's reduced block is already in place in `recv`: it starts after the lower ranks'.
+  int64_t before = 0;
+  for (int b = 0; b < transport_->rank(); ++b) before += block_bytes[static_cast<size_t>(b)];
+  const std::byte* mine = static_cast<const std::byte*>(recv) + before;
+  RingAllgatherv allgather(transport_, options_.piece_bytes, &s);
   return allgather.Run(mine, recv, block_bytes, tag);
 }
 

@@ -24,9 +24,10 @@ namespace chorus::ops::ucx {
 
 class RingAllreduce {
  public:
-  // `transport` is borrowed and must outlive this object.
-  RingAllreduce(TagTransport* transport, RingOptions options)
-      : transport_(transport), options_(options) {}
+  // `transport` (and `scratch`, optional: RingScratch) are borrowed and must outlive this
+  // object.
+  RingAllreduce(TagTransport* transport, RingOptions options, RingScratch* scratch = nullptr)
+      : transport_(transport), options_(options), scratch_(scratch) {}
 
   // Collective. recv[i] = reduction over all ranks of send[i], i < count. send == recv reduces
   // in place; otherwise they must not overlap.
@@ -36,6 +37,7 @@ class RingAllreduce {
  private:
   TagTransport* transport_;
   RingOptions options_;
+  RingScratch* scratch_;
 };
 
 }  // namespace chorus::ops::ucx

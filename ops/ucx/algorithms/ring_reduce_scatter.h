@@ -34,9 +34,10 @@ struct RingOptions {
 
 class RingReduceScatter {
  public:
-  // `transport` is borrowed and must outlive this object.
-  RingReduceScatter(TagTransport* transport, RingOptions options)
-      : transport_(transport), options_(options) {}
+  // `transport` (and `scratch`, optional: RingScratch) are borrowed and must outlive this
+  // object.
+  RingReduceScatter(TagTransport* transport, RingOptions options, RingScratch* scratch = nullptr)
+      : transport_(transport), options_(options), scratch_(scratch) {}
 
   // Collective. `blocks[b]`: elements of block b (blocks in rank order, identical on every
   // rank; blocks.size() == size()). On return, block rank() of `work` holds the reduction over
@@ -48,6 +49,7 @@ class RingReduceScatter {
  private:
   TagTransport* transport_;
   RingOptions options_;
+  RingScratch* scratch_;
 };
 
 }  // namespace chorus::ops::ucx
