@@ -32,12 +32,23 @@ void OnSignal(int sig) {
   errno = saved;
 }
 
-// The child side of fork(): async-signal-safe calls only.
+// The child side of vfork(): it shares chorusrun's memory until execve, so system calls only,
+// on its own stack frames, and no handler of chorusrun's may run in it: every signal is blocked
+// (by the parent, before vfork) until each caught one is back to its default.
 [[noreturn]] void ExecChild(pid_t group, pid_t parent, int stdin_fd, int out_fd, int err_fd,
                             const char* program, char* const argv[], char* const envp[],
                             const char* exec_error, size_t exec_error_size, const sigset_t* mask,
                             const struct sigaction* inherited) {
   ::setpgid(0, group);
+  for (int sig = 1; sig < NSIG; ++sig) {
+    struct sigaction current = {};
+    if (::sigaction(sig, nullptr, &current) != 0) continue;
+    if (current.sa_handler == SIG_DFL || current.sa_handler == SIG_IGN) continue;
+    struct sigaction action = {};
+    action.sa_handler = SIG_DFL;
+    sigemptyset(&action.sa_mask);
+    ::sigaction(sig, &action, nullptr);
+  }
   // As chorusrun itself was started: ignored stays ignored (nohup, a shell's background job),
   // anything else is the default.
   for (size_t i = 0; i < std::size(SignalPipe::kSignals); ++i) {
@@ -151,7 +162,7 @@ absl::StatusOr<SpawnedProcess> SpawnProcess(const WorkerSpec& spec, pid_t group,
     return PipeError(e);
   }
 
-  // Everything the child needs is built before fork.
+  // Everything the child needs is built before vfork.
   std::vector<std::string> env_strings;
   env_strings.reserve(spec.environment.size());
   for (const auto& [name, value] : spec.environment) {
@@ -168,15 +179,17 @@ absl::StatusOr<SpawnedProcess> SpawnProcess(const WorkerSpec& spec, pid_t group,
   sigfillset(&all);
   ::pthread_sigmask(SIG_SETMASK, &all, &old_mask);
   const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
+  // vfork, not fork: chorusrun forks its discovery script every discovery interval and every
+  // worker at each reset; fork copied its page tables and then took a copy-on-write fault for
+  // every page it wrote while the child lived (most of an idle chorusrun's CPU). The calling
+  // thread waits until the child has exec'd or exited.
+  const pid_t pid = ::vfork();
   if (pid == 0) {
     ExecChild(group, parent, spec.stdin_text ? in[0] : dev_null, out[1], err[1],
               spec.program.c_str(), argv.data(), envp.data(), exec_error.data(), exec_error.size(),
               &old_mask, inherited);
   }
   const int fork_errno = errno;
-  // Also done by the child; EACCES once it has exec'd: it did it itself.
-  if (pid > 0) ::setpgid(pid, group == 0 ? pid : group);
   ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
   ::close(out[1]);
   ::close(err[1]);
