@@ -559,7 +559,7 @@ bool BackgroundLoop::ReportStalls(absl::Time now) {
   if (!coordinator_ || now - last_stall_check_ < stall_policy_.check_every) return false;
   last_stall_check_ = now;
   for (const StallReport& report : coordinator_->CheckStalls(now)) {
-    CHORUS_LOG(WARNING) << DescribeStall(report);
+    CHORUS_LOG(WARNING) << DescribeStall(report, config_);
   }
   return stall_policy_.shutdown_rounds && coordinator_->HasPending();
 }

@@ -673,9 +673,12 @@ std::vector<StallReport> Coordinator::CheckStalls(absl::Time now) {
   if (options_.stall_check_disabled) return reports;
   for (const auto& [seq, name] : order_) {
     Op& op = ops_.at(name);
-    if (op.held || op.stall_reported) continue;
+    if (op.held) continue;
     const absl::Duration waited = now - op.first_seen;
+    // Reported after the warning time, then again every warning time while it stays stalled
+    // (as Horovod's stall inspector): a deadlocked job never goes quiet.
     if (waited <= options_.stall_warning_time) continue;
+    if (now - op.last_stall_report < options_.stall_warning_time) continue;
     StallReport report;
     for (int32_t r : RequiredRanks(op)) {
       if (op.requests.count(r) == 0) report.missing_ranks.push_back(r);
@@ -686,7 +689,8 @@ std::vector<StallReport> Coordinator::CheckStalls(absl::Time now) {
     report.type = op.type;
     report.process_set_id = op.set_id;
     report.waited = waited;
-    op.stall_reported = true;
+    report.report_number = ++op.stall_reports;
+    op.last_stall_report = now;
     reports.push_back(std::move(report));
   }
   return reports;

@@ -51,6 +51,7 @@ struct StallReport {
   std::vector<int32_t> submitted_ranks;  // world ranks, ascending
   std::vector<int32_t> missing_ranks;    // world ranks, ascending
   absl::Duration waited;                 // since the first rank submitted
+  int report_number = 1;                 // 1 the first time this op is reported, then 2, ...
 };
 
 class Coordinator {
@@ -98,8 +99,9 @@ class Coordinator {
     std::map<int32_t, Request> requests;  // by world rank
     size_t submitted_members = 0;         // submitters that are members of the op's set
     absl::Time first_seen;
-    uint64_t seq = 0;  // key in order_
-    bool stall_reported = false;
+    uint64_t seq = 0;       // key in order_
+    int stall_reports = 0;  // CheckStalls reports made about it
+    absl::Time last_stall_report = absl::InfinitePast();
     bool held = false;       // ready, waiting for the rest of its group
     Response held_response;  // valid when held
   };

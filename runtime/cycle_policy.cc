@@ -20,12 +20,24 @@ StallPolicy StallPolicyFor(const Config& config) {
   return policy;
 }
 
-std::string DescribeStall(const StallReport& report) {
-  return absl::StrCat("stalled ", OpTypeName(report.type), " of tensor '", report.name,
-                      "' (process set ", report.process_set_id, "): waited ",
-                      absl::FormatDuration(report.waited), "; submitted by ranks [",
-                      absl::StrJoin(report.submitted_ranks, ", "), "], missing ranks [",
-                      absl::StrJoin(report.missing_ranks, ", "), "]");
+std::string DescribeStall(const StallReport& report, const Config& config) {
+  std::string line = absl::StrCat(
+      "stalled ", OpTypeName(report.type), " of tensor '", report.name, "' (process set ",
+      report.process_set_id, "): waited ",
+      absl::FormatDuration(absl::Trunc(report.waited, absl::Milliseconds(100))),
+      "; submitted by ranks [", absl::StrJoin(report.submitted_ranks, ", "), "], missing ranks [",
+      absl::StrJoin(report.missing_ranks, ", "), "]; warning ", report.report_number,
+      ", repeated every ", absl::FormatDuration(config.stall_warning_time), " while it waits");
+  if (config.stall_shutdown_time > absl::ZeroDuration()) {
+    absl::StrAppend(&line, "; it fails on every rank once it has waited ",
+                    absl::FormatDuration(config.stall_shutdown_time));
+  } else {
+    absl::StrAppend(&line,
+                    "; if a rank never submits it the job is deadlocked: "
+                    "CHORUS_STALL_SHUTDOWN_TIME_SECONDS=N fails stalled ops on every rank "
+                    "(and ends the job) after N seconds");
+  }
+  return line;
 }
 
 void WaitForNextCycle(const Config& config, absl::Time cycle_start, bool pending_here,

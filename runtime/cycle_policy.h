@@ -33,8 +33,10 @@ struct StallPolicy {
 
 StallPolicy StallPolicyFor(const Config& config);
 
-// One log line for a stalled op: what, how long, which ranks submitted and which are missing.
-std::string DescribeStall(const StallReport& report);
+// One log line for a stalled op: what, how long, which ranks submitted and which are missing,
+// and what happens next under `config`'s stall times (reported again every warning time; failed
+// on every rank at the shutdown time, or how to set one).
+std::string DescribeStall(const StallReport& report, const Config& config);
 
 // Sleeps until the next cycle should start (Note [Cache bit vector] explains pending_after).
 // While this rank has ops pending (`pending_here`), the cycle time is a batching window for

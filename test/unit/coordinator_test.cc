@@ -631,7 +631,8 @@ TEST_CASE("Invalid process set changes are errors", "[coordinator]") {
   }
 }
 
-TEST_CASE("Stall warning names submitted and missing ranks, once", "[coordinator]") {
+TEST_CASE("Stall warning names submitted and missing ranks, again every warning time",
+          "[coordinator]") {
   Coordinator::Options options;
   options.stall_warning_time = absl::Seconds(10);
   Coordinator c(4, options);
@@ -647,8 +648,27 @@ TEST_CASE("Stall warning names submitted and missing ranks, once", "[coordinator
   CHECK(reports[0].submitted_ranks == std::vector<int32_t>{0, 2});
   CHECK(reports[0].missing_ranks == std::vector<int32_t>{1, 3});
   CHECK(reports[0].waited == absl::Seconds(11));
-  CHECK(c.CheckStalls(At(12)).empty());  // reported once
+  CHECK(reports[0].report_number == 1);
+  CHECK(c.CheckStalls(At(12)).empty());  // not again within the warning time
   reports = c.CheckStalls(At(16));
+  REQUIRE(reports.size() == 1);
+  CHECK(reports[0].name == "fast");
+  CHECK(c.CheckStalls(At(20)).empty());
+  reports = c.CheckStalls(At(21));  // a warning time after its first report: again
+  REQUIRE(reports.size() == 1);
+  CHECK(reports[0].name == "slow");
+  CHECK(reports[0].waited == absl::Seconds(21));
+  CHECK(reports[0].report_number == 2);
+  reports = c.CheckStalls(At(40));
+  REQUIRE(reports.size() == 2);
+  CHECK(reports[0].report_number == 3);
+  CHECK(reports[1].name == "fast");
+  CHECK(reports[1].report_number == 2);
+  // Once it completes it is forgotten.
+  c.AddRequests(1, {Req("slow")}, At(41));
+  c.AddRequests(3, {Req("slow")}, At(41));
+  CHECK(c.BuildResponses(At(41)).responses.size() == 1);
+  reports = c.CheckStalls(At(100));
   REQUIRE(reports.size() == 1);
   CHECK(reports[0].name == "fast");
   // Without a shutdown time nothing is failed.

@@ -46,12 +46,28 @@ TEST_CASE("A stall report names the op, the wait and both rank lists", "[cycle_p
   report.submitted_ranks = {0, 2};
   report.missing_ranks = {1, 3};
   report.waited = absl::Seconds(61);
-  const std::string line = DescribeStall(report);
+  report.report_number = 2;
+  const std::string line =
+      DescribeStall(report, WithStallTimes(absl::Seconds(60), absl::ZeroDuration()));
   CHECK(line.find("'grad.fc1'") != std::string::npos);
   CHECK(line.find("process set 2") != std::string::npos);
-  CHECK(line.find("waited 1m1s") != std::string::npos);
+  CHECK(line.find("waited 1m1s;") != std::string::npos);
   CHECK(line.find("submitted by ranks [0, 2]") != std::string::npos);
   CHECK(line.find("missing ranks [1, 3]") != std::string::npos);
+  CHECK(line.find("warning 2, repeated every 1m while it waits") != std::string::npos);
+  CHECK(line.find("CHORUS_STALL_SHUTDOWN_TIME_SECONDS=N") != std::string::npos);
+}
+
+TEST_CASE("A stall report with a shutdown time says when the op fails", "[cycle_policy]") {
+  StallReport report;
+  report.name = "grad.fc1";
+  report.missing_ranks = {1};
+  report.waited = absl::Seconds(61);
+  const std::string line =
+      DescribeStall(report, WithStallTimes(absl::Seconds(60), absl::Seconds(300)));
+  CHECK(line.find("warning 1, repeated every 1m while it waits") != std::string::npos);
+  CHECK(line.find("it fails on every rank once it has waited 5m") != std::string::npos);
+  CHECK(line.find("CHORUS_STALL_SHUTDOWN_TIME_SECONDS") == std::string::npos);
 }
 
 }  // namespace
