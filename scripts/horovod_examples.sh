@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs Horovod's own CPU examples (examples/pytorch/pytorch_mnist.py and
 # pytorch_synthetic_benchmark.py) on chorus.torch, with only their imports changed, through
-# chorusrun in both modes (mpirun, and --gloo: the MPI-less UCX launch).
+# chorusrun in both modes (mpirun, and --gloo: the MPI-less UCX launch), and pytorch_mnist.py
+# once more in each mode with --num-proc, launching itself through horovod.run (chorus.run).
 #
 # Usage: scripts/horovod_examples.sh HOROVOD_CHECKOUT [--np N] [--build DIR] [--keep]
 #   HOROVOD_CHECKOUT  a checkout (or export) of horovod/horovod; only read
@@ -76,6 +77,7 @@ run() {  # run MODE NAME PATTERN ARGS...: PATTERN is the line of the example's r
   local mode=$1 name=$2 pattern=$3; shift 3
   local log="$SCRATCH/logs/$name.$mode.log" launch=("$BUILD/launcher/chorusrun" -np "$NP")
   [[ $mode == gloo ]] && launch+=(--gloo)
+  [[ $mode == run-* ]] && launch=()  # the example launches itself through chorus.run
   if (cd "$SCRATCH" && timeout --kill-after=10 900 "${launch[@]}" $PY "$@") >"$log" 2>&1 \
       && grep -qE "$pattern" "$log"; then
     printf 'PASSED   %-32s %-5s %s\n' "$name" "$mode" "$(grep -E "$pattern" "$log" | tail -1 | sed 's/^\[[0-9]*\]<[a-z]*>://')"
@@ -92,6 +94,12 @@ for mode in mpi gloo; do
   run $mode pytorch_synthetic_benchmark.py 'Total img/sec' \
     pytorch_synthetic_benchmark.py --model resnet18 --batch-size 16 --num-warmup-batches 2 \
     --num-batches-per-iter 2 --num-iters 3
+done
+# pytorch_mnist.py --num-proc N: its own horovod.run call (chorus.run) launches the job.
+for comm in mpi gloo; do
+  run run-$comm pytorch_mnist.py 'Test set: Average loss' \
+    pytorch_mnist.py --epochs 1 --data-dir "$SCRATCH/data" --log-interval 8 --num-proc "$NP" \
+    --communication $comm
 done
 echo "horovod_examples: $passed passed, $failed failed"
 ((failed == 0))

@@ -1,8 +1,11 @@
-"""pip install --no-build-isolation bindings/python: builds chorus._C with CMake, then packages
-it with the pure-Python sources and libchorus.so (found through the extension's $ORIGIN rpath).
+"""pip install --no-build-isolation bindings/python: builds chorus._C and chorusrun with CMake,
+then packages them with the pure-Python sources, libchorus.so (found through the extension's
+$ORIGIN rpath) and the chorus-timeline tool, and installs the `chorusrun` and `chorus-timeline`
+commands (bindings/python/commands: they run what the package carries).
 
-CHORUS_CMAKE_BUILD_DIR: an existing or new build directory to use (default: build/pip at the
-repository root); configured once, then built incrementally.
+The build directory: CHORUS_CMAKE_BUILD_DIR if set; else build/ at the repository root when
+scripts/build.sh (or scripts/demo.sh, scripts/test.sh) has configured it there, so a built tree
+is reused, not rebuilt; else build/pip, configured once, then built incrementally.
 """
 import glob
 import os
@@ -21,20 +24,37 @@ class BinaryDistribution(Distribution):
         return True  # the wheel carries a compiled extension: tag it for this platform
 
 
+def _build_dir():
+    chosen = os.environ.get("CHORUS_CMAKE_BUILD_DIR")
+    if chosen:
+        return chosen
+    main_build = os.path.join(ROOT, "build")
+    if os.path.exists(os.path.join(main_build, "build.ninja")):
+        return main_build
+    return os.path.join(ROOT, "build", "pip")
+
+
 class CMakeBuild(build_py):
     def run(self):
-        build_dir = os.environ.get("CHORUS_CMAKE_BUILD_DIR") or os.path.join(ROOT, "build", "pip")
+        build_dir = _build_dir()
         if not os.path.exists(os.path.join(build_dir, "build.ninja")):
             subprocess.check_call([
                 "cmake", "-S", ROOT, "-B", build_dir, "-G", "Ninja",
                 "-DCMAKE_BUILD_TYPE=Release", "-DCHORUS_BUILD_TESTS=OFF",
                 "-DPython_EXECUTABLE=" + sys.executable])
-        subprocess.check_call(["cmake", "--build", build_dir, "--target", "chorus_python_ext"])
+        subprocess.check_call(["cmake", "--build", build_dir, "--target", "chorus_python_ext",
+                               "chorusrun"])
         package_src = os.path.join(build_dir, "python", "chorus")
         package_dst = os.path.join(self.build_lib, "chorus")
         shutil.rmtree(package_dst, ignore_errors=True)
         shutil.copytree(package_src, package_dst,
                         ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        # What the commands run (commands/): the launcher and the timeline tool.
+        os.makedirs(os.path.join(package_dst, "bin"))
+        shutil.copy2(os.path.join(build_dir, "launcher", "chorusrun"),
+                     os.path.join(package_dst, "bin", "chorusrun"))
+        shutil.copy2(os.path.join(ROOT, "timeline", "tools", "chorus_timeline.py"),
+                     os.path.join(package_dst, "bin", "chorus_timeline.py"))
         # The extension needs libchorus.so.<major> (its soname), next to it.
         for lib in glob.glob(os.path.join(build_dir, "runtime", "libchorus.so.*")):
             if not os.path.islink(lib):
@@ -51,5 +71,6 @@ setup(
     packages=["chorus", "chorus.elastic", "chorus.torch", "chorus.torch.elastic"],
     distclass=BinaryDistribution,
     cmdclass={"build_py": CMakeBuild},
+    scripts=["commands/chorusrun", "commands/chorus-timeline"],
     zip_safe=False,
 )

@@ -5,7 +5,8 @@ The extension ``chorus._C`` is the only code that talks to libchorus.so.
 """
 
 from chorus._C import ChorusError, ChorusValueError
+from chorus.runner import run
 
 __version__ = "0.1.0"
 
-__all__ = ["ChorusError", "ChorusValueError", "__version__"]
+__all__ = ["ChorusError", "ChorusValueError", "run", "__version__"]
