@@ -16,6 +16,14 @@ MpirunVerdict JudgeMpirunJob(const MpirunJobEnd& end) {
                                 absl::FormatDuration(end.grace), " later and was killed");
     return verdict;
   }
+  if (child.signal && child.status != 0) {
+    // mpirun obeyed the signal chorusrun passed on: stopped as in --gloo mode (130 for Ctrl-C),
+    // not a failure whose cause mpirun never reports.
+    verdict.status = 128 + *child.signal;
+    verdict.line = absl::StrCat("chorusrun: job stopped: chorusrun received signal ",
+                                elastic::SignalName(*child.signal));
+    return verdict;
+  }
   const bool stopped = child.stopped || child.killed;
   std::optional<std::string> cause = end.mpirun_cause;
   if (!end.reports.empty()) {

@@ -145,8 +145,12 @@ def test_failures(c):
             ready += line.strip().endswith('<stdout>:ready')
         proc.send_signal(sig)
         out, err = proc.communicate(timeout=120)
-        check(f'{sig.name} is forwarded to mpirun and the job ends non-zero',
-              ready == 2 and proc.returncode != 0,
+        last = err.strip().splitlines()[-1] if err.strip() else ''
+        check(f'{sig.name} is forwarded to mpirun and the job stops with 128 + {int(sig)}, '
+              'as in --gloo mode',
+              ready == 2 and proc.returncode == 128 + sig and
+              last == f'chorusrun: job stopped: chorusrun received signal {int(sig)} '
+                      f'({signal.strsignal(sig)})',
               f'rc={proc.returncode} ready={ready}\n{err}')
         print(f'     ({sig.name}: chorusrun exit status {proc.returncode})')
 

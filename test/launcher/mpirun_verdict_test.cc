@@ -48,6 +48,22 @@ TEST_CASE("chorusrun stopped mpirun: the ranks' exit code passes through", "[lau
   CHECK(JudgeMpirunJob(end).status == 1);
 }
 
+TEST_CASE("A signal chorusrun received and mpirun obeyed: stopped, 128 + the signal",
+          "[launcher][verdict]") {
+  MpirunJobEnd end;
+  end.grace = absl::Seconds(3);
+  end.child.status = 1;  // what Open MPI's mpirun returns after SIGINT
+  end.child.signal = SIGINT;
+  MpirunVerdict v = JudgeMpirunJob(end);
+  CHECK(v.status == 130);
+  CHECK(v.line == "chorusrun: job stopped: chorusrun received signal 2 (Interrupt)");
+  // The job ended well anyway: its status.
+  end.child.status = 0;
+  v = JudgeMpirunJob(end);
+  CHECK(v.status == 0);
+  CHECK_FALSE(v.line.has_value());
+}
+
 TEST_CASE("A signal chorusrun received and mpirun did not obey", "[launcher][verdict]") {
   MpirunJobEnd end;
   end.grace = absl::Seconds(3);
@@ -60,13 +76,13 @@ TEST_CASE("A signal chorusrun received and mpirun did not obey", "[launcher][ver
         "chorusrun: job stopped: chorusrun received signal 15 (Terminated); mpirun had not ended "
         "3s later and was killed");
 
-  // Obeyed: mpirun's status and what it said.
+  // Obeyed: stopped by the signal, whatever mpirun then said about the ranks it stopped.
   end.child.killed = false;
   end.child.status = 1;
   end.mpirun_cause = "rank 1 exited with code 1";
   v = JudgeMpirunJob(end);
-  CHECK(v.status == 1);
-  CHECK(v.line == "chorusrun: job failed (mpirun exit status 1): rank 1 exited with code 1");
+  CHECK(v.status == 128 + SIGTERM);
+  CHECK(v.line == "chorusrun: job stopped: chorusrun received signal 15 (Terminated)");
 }
 
 TEST_CASE("Without reports: mpirun's status and cause", "[launcher][verdict]") {
