@@ -61,6 +61,9 @@ class Decider {
       s_.discovered = *e.discovered;
       s_.discovered_once = true;
     }
+    if (rules_.fixed && !s_.failure_report && !e.failure_reports.empty()) {
+      s_.failure_report = e.failure_reports.front();
+    }
     HandleEnds(e.ends);
     HandleSilent(e.silent);
     for (const std::string& id : e.heard) {
@@ -109,6 +112,14 @@ class Decider {
     return it == s_.workers.end() ? nullptr : &*it;
   }
 
+  // The host of placed rank `rank` among the workers still running; empty when none is.
+  std::string HostOfRank(int rank) const {
+    for (const Worker& w : s_.workers) {
+      if (w.place && w.place->rank == rank) return w.place->host;
+    }
+    return "";
+  }
+
   // Removes worker `id`; nullopt when there is none.
   std::optional<Worker> Take(const std::string& id) {
     auto it = std::find_if(s_.workers.begin(), s_.workers.end(),
@@ -147,7 +158,14 @@ class Decider {
     const RankPlacement& p = *w.place;
     std::string cause = absl::StrCat("rank ", p.rank, " on ", p.host, " ", why);
     if (rules_.fixed) {
-      if (!fixed_loss_) fixed_loss_.emplace(status, std::move(cause));
+      if (fixed_loss_) return;
+      if (s_.failure_report && s_.failure_report->rank != p.rank) {
+        // This rank failed because the reporting one ended: name that one.
+        cause = DescribeFailureReport(*s_.failure_report, HostOfRank(s_.failure_report->rank));
+      } else if (s_.failure_report) {
+        cause = DescribeFailureReport(*s_.failure_report, p.host);
+      }
+      fixed_loss_.emplace(status, std::move(cause));
       return;
     }
     s_.change.aborted = true;

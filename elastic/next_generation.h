@@ -130,6 +130,10 @@ struct JobState {
   PendingChange change;
   std::vector<std::string> previous_hosts;  // for the reset line: hosts with ranks, rank order
   int previous_size = 0;
+  // A fixed-size job: the first rank that reported dying of an exception. Its report reaches
+  // chorusrun before the other ranks can fail because of it, but they may exit first: the job
+  // is then said to have failed because of this rank.
+  std::optional<FailureReport> failure_report;
 };
 
 // A worker's process ended.
@@ -150,10 +154,11 @@ struct Events {
   std::vector<std::pair<std::string, std::string>> unreachable;
   std::vector<std::pair<std::string, std::string>> start_failed;  // worker id, why
   std::optional<int> signal;                                      // SIGINT/SIGTERM to chorusrun
+  std::vector<FailureReport> failure_reports;  // placed ranks that died of an exception
 
   bool empty() const {
     return !discovered && !discovery_fatal && ends.empty() && silent.empty() && heard.empty() &&
-           unreachable.empty() && start_failed.empty() && !signal;
+           unreachable.empty() && start_failed.empty() && !signal && failure_reports.empty();
   }
 };
 

@@ -13,6 +13,11 @@ constexpr int kMaxSignal = 64;
 
 }  // namespace
 
+std::string DescribeFailureReport(const FailureReport& report, const std::string& host) {
+  return absl::StrCat("rank ", report.rank, host.empty() ? "" : absl::StrCat(" on ", host),
+                      " raised ", report.exception);
+}
+
 std::string SignalName(int sig) {
   const char* name = ::sigdescr_np(sig);
   return absl::StrCat(sig, " (", name != nullptr ? name : "unknown signal", ")");

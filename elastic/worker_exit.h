@@ -52,6 +52,18 @@ ExitVerdict ClassifyExit(const WorkerExit& exit, bool remote);
 // "exited with code 3", "killed by SIGKILL".
 std::string DescribeExit(const WorkerExit& exit);
 
+// A rank that reported dying of an uncaught exception (launcher/failure_report.h reads the
+// report from its output): the cause of a job's failure, whichever worker exited first.
+struct FailureReport {
+  int rank = 0;
+  std::string exception;  // "ValueError: bad batch"
+
+  friend bool operator==(const FailureReport&, const FailureReport&) = default;
+};
+
+// "rank 1 on n2 raised ValueError: bad batch" (without " on ..." when `host` is empty).
+std::string DescribeFailureReport(const FailureReport& report, const std::string& host);
+
 // "9 (Killed)": a signal's number and description, for messages.
 std::string SignalName(int sig);
 

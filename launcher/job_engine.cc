@@ -278,6 +278,8 @@ elastic::Events JobEngine::Wait(absl::Time wake) {
   }
   events.unreachable = checks_->Take(ev);
   Deliver(events, absl::Now());
+  // The reports first: a worker's report was written before any end it caused.
+  events.failure_reports = fleet_->TakeFailureReports();
   events.ends = fleet_->TakeEnds(ev);
   for (const elastic::WorkerEnd& end : events.ends) server_->ForgetWorker(end.id);
   // Heartbeats: silent workers, and joiners heard from for the first time.

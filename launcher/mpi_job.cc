@@ -21,6 +21,7 @@
 #include "elastic/worker_exit.h"
 #include "launcher/child_process.h"
 #include "launcher/executable_search.h"
+#include "launcher/failure_report.h"
 #include "launcher/host_checks.h"
 #include "launcher/job_engine.h"
 #include "launcher/job_hosts.h"
@@ -130,6 +131,9 @@ int RunMpirun(const LaunchOptions& o, const MpirunJob& job, const std::string& p
         if (report->rank != *line.rank) end.host_of_rank.reset();
         if (end.reports.empty()) first_report = absl::Now();
         end.reports.push_back(*std::move(report));
+      } else if (std::optional<FailureReport> failure = ParseFailureReport(line.rank_text())) {
+        failure->rank = *line.rank;
+        end.failure_reports.push_back(*std::move(failure));
       }
     }
     FILE* out = line.is_stdout ? stdout : stderr;

@@ -36,6 +36,12 @@ MpirunVerdict JudgeMpirunJob(const MpirunJobEnd& end) {
       return verdict;
     }
   }
+  if (!stopped && end.reports.empty() && !end.failure_reports.empty()) {
+    // A rank that died of an exception: the cause, whichever rank mpirun saw exit first.
+    const FailureReport& first = end.failure_reports.front();
+    const bool placed = end.host_of_rank && first.rank < static_cast<int>(end.host_of_rank->size());
+    cause = DescribeFailureReport(first, placed ? (*end.host_of_rank)[first.rank] : "");
+  }
   verdict.status = child.status;
   if (child.status != 0) {
     verdict.line = absl::StrCat("chorusrun: job failed (mpirun exit status ", child.status,

@@ -27,6 +27,7 @@
 #include "absl/time/time.h"
 
 #include "launcher/child_process.h"
+#include "launcher/failure_report.h"
 #include "launcher/no_progress_report.h"
 
 namespace chorus::launcher {
@@ -36,6 +37,7 @@ struct MpirunJobEnd {
   ChildEnd child;                                        // mpirun's end (launcher/child_process.h)
   std::optional<std::string> mpirun_cause;               // FailureScanner::Cause()
   std::vector<NoProgressReport> reports;                 // in the order they arrived
+  std::vector<FailureReport> failure_reports;            // by MPI_COMM_WORLD rank, in order
   std::optional<std::vector<std::string>> host_of_rank;  // MpirunRankHosts
   absl::Duration grace;                                  // ChildOptions::grace
 };

@@ -118,7 +118,7 @@ absl::Status WorkerFleet::Publish(const elastic::PublishGeneration& g) {
     if (!files.ok()) return files.status();
     sink = *std::move(files);
   }
-  sinks_.push_back(std::move(sink));
+  sinks_.push_back(std::make_unique<FailureReportSink>(std::move(sink), &reports_));
   generation_sink_ = sinks_.back().get();
   // Workers already running take their new ranks' labels.
   for (const auto& [id, place] : g.places) {

@@ -23,12 +23,14 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 
 #include "elastic/next_generation.h"
+#include "launcher/failure_report.h"
 #include "launcher/rank_env.h"
 #include "launcher/supervisor.h"
 #include "launcher/worker_env.h"
@@ -69,6 +71,9 @@ class WorkerFleet {
 
   // The ends of the fleet's workers among `events.exits` (taken out of it), classified.
   std::vector<elastic::WorkerEnd> TakeEnds(Supervisor::Events& events);
+  // The failure reports (launcher/failure_report.h) placed workers wrote since the last call,
+  // in arrival order.
+  std::vector<FailureReport> TakeFailureReports() { return std::exchange(reports_, {}); }
 
   bool remote(const std::string& host) const;
   // A worker of the fleet is running (started, not yet reaped).
@@ -89,8 +94,8 @@ class WorkerFleet {
   std::map<int, std::string> ids_;                  // supervisor id -> worker id
   std::vector<std::unique_ptr<OutputSink>> sinks_;  // every sink made; they outlive the workers
   OutputSink* generation_sink_ = nullptr;           // the newest generation's
-  FileSink* files_ = nullptr;  // --output-filename: the first sink, whose files the others share //
-                               // --output-filename: the first sink, whose files the others share
+  FileSink* files_ = nullptr;  // --output-filename: the first sink, whose files the others share
+  std::vector<FailureReport> reports_;  // from placed workers' stderr, not yet taken
 };
 
 }  // namespace chorus::launcher

@@ -94,10 +94,18 @@ void BackgroundLoop::ThreadMain(std::vector<std::vector<int32_t>> process_sets) 
     }
   }
   if (watchdog_ != nullptr) watchdog_->Disarm();  // no more calls to peers
-  queue_->CloseIfOpen("chorus was shut down");
+  // Another rank shutting down (its process ending: an exception, an exit) shuts chorus down on
+  // every rank; its ops here then fail saying so, rather than as if this process had asked.
+  const std::string why =
+      shutdown_sent_ ? "chorus was shut down" : "chorus was shut down by another rank";
+  const std::string more =
+      shutdown_sent_ ? ""
+                     : " (a rank whose process ends, by an exception or an exit, shuts chorus down "
+                       "on every rank; chorusrun's last line names the rank that failed first)";
+  queue_->CloseIfOpen(why + more);
   // Every rank launched the same GPU batches: they complete before the communicators go.
   gpu_.reset();
-  FailAllPending(absl::AbortedError("chorus was shut down before this op completed"));
+  FailAllPending(absl::AbortedError(absl::StrCat(why, " before this op completed", more)));
   timeline_->Finish();
   CHORUS_LOG(DEBUG) << "background loop done: " << counters_.cycles.load() << " cycles, "
                     << counters_.negotiation_rounds.load() << " negotiation rounds, "
@@ -571,7 +579,8 @@ absl::Status BackgroundLoop::ExchangeBits(const std::vector<int32_t>& invalid_bi
   const absl::Status gpu_failure = gpu_ != nullptr ? gpu_->failure() : absl::OkStatus();
   uint64_t flags = 0;
   if (!unsent_.empty()) flags |= CacheBitVector::kUncached;
-  if (queue_->closed()) flags |= CacheBitVector::kShutdown;
+  shutdown_sent_ = queue_->closed();
+  if (shutdown_sent_) flags |= CacheBitVector::kShutdown;
   if (!pending_.empty()) flags |= CacheBitVector::kUncachedPending;
   if (stall_round) flags |= CacheBitVector::kStallRound;
   if (!gpu_failure.ok()) flags |= CacheBitVector::kGpuFailed;

@@ -490,6 +490,43 @@ TEST_CASE("A fixed-size job ends with the first lost worker's status",
   CHECK(end.line == "chorusrun: job failed: rank 2 on b exited with code 3");
 }
 
+TEST_CASE("A fixed-size job names the rank that reported an exception, not the first to exit",
+          "[elastic][next_generation]") {
+  const JobRules rules = Fixed(3);
+  Decision d = NextGeneration(NewState(), Discovered({{"a", 2}, {"b", 1}}), kT0, rules);
+  CHECK(One<PublishGeneration>(d).places.size() == 3);
+  // Rank 2 (on b) reports its exception; nothing ends yet: the job goes on.
+  Events report;
+  report.failure_reports = {{2, "ValueError: bad batch"}};
+  d = NextGeneration(d.state, report, kT0 + absl::Seconds(1), rules);
+  CHECK(d.actions.empty());
+  SECTION("a rank that failed because of it exits first") {
+    d = NextGeneration(d.state, Ends({Ended("w0", ExitKind::kFailed, "exited with code 1", 1)}),
+                       kT0 + absl::Seconds(2), rules);
+  }
+  SECTION("the reporting rank exits first") {
+    d = NextGeneration(d.state, Ends({Ended("w2", ExitKind::kFailed, "exited with code 1", 1)}),
+                       kT0 + absl::Seconds(2), rules);
+  }
+  CHECK(One<PublishGeneration>(d).cause == "rank 2 on b raised ValueError: bad batch");
+  const EndJob end = One<EndJob>(d);
+  CHECK(end.status == 1);
+  CHECK(end.line == "chorusrun: job failed: rank 2 on b raised ValueError: bad batch");
+}
+
+TEST_CASE("A fixed-size job: the first report wins", "[elastic][next_generation]") {
+  const JobRules rules = Fixed(2);
+  Decision d = NextGeneration(NewState(), Discovered({{"a", 2}}), kT0, rules);
+  Events reports;
+  reports.failure_reports = {{1, "KeyError: 'x'"}, {0, "RuntimeError: later"}};
+  d = NextGeneration(d.state, reports, kT0 + absl::Seconds(1), rules);
+  Events more;
+  more.failure_reports = {{0, "RuntimeError: even later"}};
+  more.ends = {Ended("w0", ExitKind::kFailed, "exited with code 1", 1)};
+  d = NextGeneration(d.state, more, kT0 + absl::Seconds(2), rules);
+  CHECK(One<EndJob>(d).line == "chorusrun: job failed: rank 1 on a raised KeyError: 'x'");
+}
+
 TEST_CASE("A fixed-size job ends with 0 once every worker exited 0", "[elastic][next_generation]") {
   const JobRules rules = Fixed(2);
   Decision d = NextGeneration(NewState(), Discovered({{"a", 2}}), kT0, rules);

@@ -85,6 +85,22 @@ TEST_CASE("A signal chorusrun received and mpirun did not obey", "[launcher][ver
   CHECK(v.line == "chorusrun: job stopped: chorusrun received signal 15 (Terminated)");
 }
 
+TEST_CASE("A rank that reported an exception is the cause, whoever mpirun saw exit first",
+          "[launcher][verdict]") {
+  MpirunJobEnd end;
+  end.child.status = 1;
+  end.mpirun_cause = "rank 0 exited with code 1";
+  end.failure_reports = {{2, "ValueError: bad"}, {0, "RuntimeError: later"}};
+  end.host_of_rank = std::vector<std::string>{"n1", "n2", "n3"};
+  MpirunVerdict v = JudgeMpirunJob(end);
+  CHECK(v.status == 1);
+  CHECK(v.line ==
+        "chorusrun: job failed (mpirun exit status 1): rank 2 on n3 raised ValueError: bad");
+  end.host_of_rank.reset();  // ranks chorusrun cannot place
+  CHECK(JudgeMpirunJob(end).line ==
+        "chorusrun: job failed (mpirun exit status 1): rank 2 raised ValueError: bad");
+}
+
 TEST_CASE("Without reports: mpirun's status and cause", "[launcher][verdict]") {
   MpirunJobEnd end;
   CHECK(JudgeMpirunJob(end).status == 0);

@@ -1,6 +1,6 @@
 """chorus.run as horovod.run (ctest python_run_func): a function with arguments, and a closure,
 run on 2 ranks in both modes return each rank's value in rank order; a rank that raises makes
-chorus.run raise RuntimeError with chorusrun's summary of the failure; horovod.run's argument
+chorus.run raise RuntimeError with chorusrun's summary naming that rank; horovod.run's argument
 errors and deprecated spellings behave as Horovod's. Prints one line per check; exits 1 on the
 first failure."""
 
@@ -53,8 +53,8 @@ def main():
             chorus.run(fail_on_rank_1, num_proc=2, use_gloo=use_gloo)
             check(False, "%s: a rank's exception raised nothing" % mode)
         except RuntimeError as e:
-            # chorusrun's summary (which rank it names is chorusrun's failure attribution).
-            check("exited with status 1" in str(e) and "chorusrun: job failed" in str(e),
+            check("exited with status 1" in str(e) and "chorusrun: job failed" in str(e) and
+                  "rank 1 on localhost raised ValueError: rank 1 gives up" in str(e),
                   "%s: a rank's exception: RuntimeError %r" % (mode, str(e)))
     for kwargs, message in (({"hosts": "localhost:2", "hostfile": "/dev/null"},
                              "Argument hosts and hostfile only allow one provided."),

@@ -99,6 +99,7 @@ def init(comm=None, process_sets=None):
         os.environ.update(_C.elastic_adopted_env())
     _topology = _C.topology()
     _ps._setup(sets)
+    _install_failure_report()
 
 
 def _reform():
@@ -121,6 +122,37 @@ def _reform():
     _topology = _C.topology()
     _ps._setup([])
     handles.restart_auto_names()
+
+
+# The line a rank that dies of an uncaught exception writes to its stderr (after the traceback,
+# before the runtime's shutdown at exit tells the other ranks): chorusrun reads it back
+# (launcher/failure_report.h) to name that rank, not a rank that failed because of it.
+FAILURE_REPORT = "chorus: rank %d failed (uncaught exception): %s"
+_previous_excepthook = None
+
+
+def _install_failure_report():
+    global _previous_excepthook
+    if _previous_excepthook is None:
+        _previous_excepthook = sys.excepthook
+        sys.excepthook = _report_failure
+
+
+def _report_failure(kind, value, traceback):
+    _previous_excepthook(kind, value, traceback)
+    # A collective that failed because another rank ended (ChorusError, not an argument error)
+    # is a consequence: only the cause is reported.
+    consequence = issubclass(kind, ChorusError) and not issubclass(kind, _C.ChorusValueError)
+    if _topology is None or consequence or issubclass(kind, KeyboardInterrupt):
+        return
+    text = ("%s: %s" % (kind.__name__, value)) if str(value) else kind.__name__
+    text = text.splitlines()[0] if text.strip() else kind.__name__
+    line = FAILURE_REPORT % (_topology["rank"], text[:300]) + "\n"
+    try:
+        sys.stderr.flush()
+        os.write(2, line.encode(errors="replace"))
+    except OSError:
+        pass
 
 
 @atexit.register

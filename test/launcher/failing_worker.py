@@ -1,0 +1,32 @@
+"""A training loop in which one rank dies of an uncaught exception (failure_attribution_e2e.py).
+
+Usage: failing_worker.py RANK STEP KIND MESSAGE
+Every rank runs allreduces step after step; rank RANK raises KIND(MESSAGE) at step STEP (KIND:
+a builtin exception's name, or Custom for an exception class of this script). The others are in
+or about to enter an allreduce that can never complete: they fail because of it.
+"""
+
+import sys
+
+import torch
+
+import chorus.torch as hvd
+
+
+class Custom(Exception):
+    pass
+
+
+def main():
+    failing, step, kind, message = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+    hvd.init()
+    x = torch.ones(16)
+    for s in range(1000):
+        if hvd.rank() == failing and s == step:
+            raise (Custom if kind == "Custom" else getattr(__builtins__, kind))(message)
+        x = hvd.allreduce(x, name="step", op=hvd.Average)
+    print("failing_worker: rank %d finished without the failure" % hvd.rank(), flush=True)
+
+
+if __name__ == "__main__":
+    main()
