@@ -2,9 +2,9 @@
 
 #include <utility>
 
-#include "absl/strings/strip.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 
 namespace chorus::launcher {
 namespace {
