@@ -481,6 +481,15 @@ class Decider {
       g.places.emplace_back(w.id, world[i].placement);
       if (std::find(hosts.begin(), hosts.end(), w.host) == hosts.end()) hosts.push_back(w.host);
     }
+    if (g.number == 0 && !rules_.fixed && rules_.num_proc &&
+        static_cast<int>(members.size()) < *rules_.num_proc) {
+      Log(absl::StrCat(
+          "chorusrun: the elastic job starts with ", members.size(), " workers, fewer than -np ",
+          *rules_.num_proc, ": ", members.size(),
+          " usable slots found (--min-np=", rules_.limits.min_np, "); workers join as slots appear",
+          rules_.limits.max_np ? absl::StrCat(", up to --max-np=", *rules_.limits.max_np)
+                               : std::string()));
+    }
     if (g.number > 0) {
       ResetRecord record;
       record.generation = g.number;

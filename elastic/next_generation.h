@@ -69,6 +69,9 @@ namespace chorus::elastic {
 struct JobRules {
   bool fixed = false;  // a fixed-size job (see the file comment)
   RankLimits limits;
+  // An elastic job's -np: a first world smaller than this is said so (it starts with what
+  // --min-np allows, and grows as slots appear).
+  std::optional<int> num_proc;
   std::optional<int> reset_limit;
   // Fewer than --min-np this long, or a joining worker not ready this long: see above.
   absl::Duration elastic_timeout = absl::Seconds(600);

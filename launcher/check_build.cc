@@ -23,6 +23,12 @@ BuildInfo CurrentBuild() {
   info.mpi_ops = true;
   info.ucx_controller = true;  // chorusrun --gloo and CHORUS_CONTROLLER=ucx
   info.ucx_ops = true;
+  // horovodrun's Gloo lines say whether --gloo works: it does, on chorus's own MPI-less mode
+  // (UCX), as hvd.gloo_built() says too.
+  info.gloo_controller = true;
+  info.gloo_ops = true;
+  info.nccl_ops = CHORUS_BUILT_CUDA != 0;  // the GPU data plane: CUDA kernels and NCCL
+  info.cuda = CHORUS_BUILT_CUDA != 0;
   return info;
 }
 

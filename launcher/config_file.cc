@@ -5,11 +5,14 @@
 #include <map>
 #include <optional>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 
 #include <yaml-cpp/yaml.h>
@@ -127,7 +130,18 @@ absl::Status Apply(const YAML::Node& root, const std::string& file, LaunchOption
     }
     auto it = sections.find(name);
     if (it == sections.end()) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": unknown section"));
+      // A flat key (fusion_threshold_mb: 32): say which section horovodrun's layout puts it in.
+      for (const auto& [section, keys] : sections) {
+        if (keys.contains(name)) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              where, ": unknown section; horovodrun's config file layout puts this key under '",
+              section, ":' (", section, ": {", name, ": ...})"));
+        }
+      }
+      std::vector<std::string> names = {"controller"};
+      for (const auto& [section, keys] : sections) names.push_back(section);
+      return absl::InvalidArgumentError(absl::StrCat(where, ": unknown section (expected one of ",
+                                                     absl::StrJoin(names, ", "), ")"));
     }
     if (absl::Status s = ApplySection(entry.second, where, it->second); !s.ok()) return s;
   }

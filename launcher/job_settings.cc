@@ -44,6 +44,7 @@ absl::StatusOr<JobSettings> ResolveJobSettings(const LaunchOptions& o, const Env
   const LaunchOptions::Elastic& e = o.elastic;
   r.limits.min_np = e.min_np.value_or(o.num_proc);
   r.limits.max_np = e.max_np;
+  r.num_proc = o.num_proc;
   r.reset_limit = e.reset_limit;
   s.slots_per_host = e.slots_per_host.value_or(1);
   if (e.blacklist_cooldown_s) {

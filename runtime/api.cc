@@ -113,6 +113,17 @@ absl::StatusOr<runtime::Config> WorldConfig() {
   return config;
 }
 
+// WorldConfig for a rank whose variables do not all parse: its place in the world, for failing
+// there with the others (each bad variable at its default).
+runtime::Config LenientWorldConfig() {
+  runtime::Config config = runtime::Config::FromEnvironmentLenient();
+  const runtime::MembershipWatcher* watcher = runtime::MembershipWatcher::Current();
+  if (watcher != nullptr && watcher->elastic()) {
+    config.Adopt(watcher->adopted_variables()).IgnoreError();
+  }
+  return config;
+}
+
 // Reads the configuration and forms the world it describes (collective over that world).
 absl::StatusOr<World> FormWorld(const void* mpi_comm) {
   absl::StatusOr<runtime::Config> config = WorldConfig();
@@ -120,10 +131,11 @@ absl::StatusOr<World> FormWorld(const void* mpi_comm) {
     log::SetLevel(ParseLevel(config->log_level));
     log::SetShowTime(!config->log_hide_time);
   }
-  // A bad variable still joins the world (with the default controller) to fail everywhere.
+  // A bad variable still joins the world (its place from the variables that parse, the rest at
+  // their defaults) to fail everywhere, naming this rank.
   CHORUS_ASSIGN_OR_RETURN(
       std::unique_ptr<runtime::Controller> controller,
-      runtime::CreateController(config.ok() ? *config : runtime::Config{}, mpi_comm));
+      runtime::CreateController(config.ok() ? *config : LenientWorldConfig(), mpi_comm));
   const Topology topology = controller->topology();
   log::SetRankTag(topology.rank, topology.local_rank);
   WarnOfUnreadVariables(topology.rank);

@@ -214,7 +214,10 @@ absl::Status BackgroundLoop::Handshake(const std::vector<std::vector<int32_t>>& 
     if (coordinator_) coordinator_->RegisterProcessSet(id, process_sets[i]);
   }
   if (config_.print_config && topology_.rank == 0) {
-    for (const std::string& line : config_.Describe()) CHORUS_LOG(INFO) << "config " << line;
+    // Asked for explicitly: printed at any log level (an INFO line is hidden by the default).
+    for (const std::string& line : config_.Describe()) {
+      log::LogMessage(log::Level::kInfo, __FILE__, __LINE__).stream() << "config " << line;
+    }
   }
   return absl::OkStatus();
 }

@@ -592,10 +592,15 @@ absl::Status Config::Adopt(const std::map<std::string, std::string>& place) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<Config> Config::FromEnvironment(const Lookup& lookup) {
-  const Lookup get = lookup ? lookup : Lookup([](const char* name) { return ::getenv(name); });
-  Config config;
-  std::map<absl::string_view, const char*> read_as;
+namespace {
+
+// Reads every variable set into `config` (`read_as`: the name each was read under). Error: the
+// first one that does not parse; the others are read all the same.
+absl::Status ReadVariables(const Config::Lookup& lookup, Config* config,
+                           std::map<absl::string_view, const char*>* read_as) {
+  const Config::Lookup get =
+      lookup ? lookup : Config::Lookup([](const char* name) { return ::getenv(name); });
+  absl::Status first_error;
   for (const Variable& var : kVariables) {
     const char* read_name = var.name;
     const char* value = get(var.name);
@@ -605,13 +610,29 @@ absl::StatusOr<Config> Config::FromEnvironment(const Lookup& lookup) {
       value = get(alias);
     }
     if (value == nullptr) continue;
-    read_as[var.name] = read_name;
-    if (!var.parse(absl::StripAsciiWhitespace(value), &config)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(read_name, "=\"", value, "\": ", var.expected));
+    (*read_as)[var.name] = read_name;
+    if (!var.parse(absl::StripAsciiWhitespace(value), config) && first_error.ok()) {
+      first_error =
+          absl::InvalidArgumentError(absl::StrCat(read_name, "=\"", value, "\": ", var.expected));
     }
   }
+  return first_error;
+}
+
+}  // namespace
+
+absl::StatusOr<Config> Config::FromEnvironment(const Lookup& lookup) {
+  Config config;
+  std::map<absl::string_view, const char*> read_as;
+  CHORUS_RETURN_IF_ERROR(ReadVariables(lookup, &config, &read_as));
   CHORUS_RETURN_IF_ERROR(CheckNoProgressTimeout(config, read_as));
+  return config;
+}
+
+Config Config::FromEnvironmentLenient(const Lookup& lookup) {
+  Config config;
+  std::map<absl::string_view, const char*> read_as;
+  ReadVariables(lookup, &config, &read_as).IgnoreError();
   return config;
 }
 

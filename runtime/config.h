@@ -187,6 +187,9 @@ struct Config {
   // lookup is the process environment.
   using Lookup = std::function<const char*(const char*)>;
   static absl::StatusOr<Config> FromEnvironment(const Lookup& lookup = nullptr);
+  // Every variable that parses, each bad one left at its default: enough to form the world
+  // (this rank's place, its peers' addresses) and fail there with FromEnvironment's error.
+  static Config FromEnvironmentLenient(const Lookup& lookup = nullptr);
 
   // One "NAME=value" line per field, in a stable order (for CHORUS_PRINT_CONFIG).
   std::vector<std::string> Describe() const;

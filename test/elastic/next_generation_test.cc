@@ -175,6 +175,19 @@ TEST_CASE("Generation 0 places a worker on every slot, ranks in host order",
   CheckQuiet(d, kT0, rules);
 }
 
+TEST_CASE("An elastic job that starts below -np says so", "[elastic][next_generation]") {
+  JobRules rules = Elastic(2, 6);
+  rules.num_proc = 4;
+  Decision d = NextGeneration(NewState(), Discovered({{"a", 2}}), kT0, rules);
+  CHECK(One<PublishGeneration>(d).places.size() == 2);
+  CHECK(One<LogLine>(d).line ==
+        "chorusrun: the elastic job starts with 2 workers, fewer than -np 4: 2 usable slots "
+        "found (--min-np=2); workers join as slots appear, up to --max-np=6");
+  // At -np or above: nothing to say.
+  d = NextGeneration(NewState(), Discovered({{"a", 4}}), kT0, rules);
+  CHECK(All<LogLine>(d).empty());
+}
+
 TEST_CASE("Too few slots at the start: wait up to the elastic timeout, then fail",
           "[elastic][next_generation]") {
   const JobRules rules = Elastic(3);

@@ -268,14 +268,15 @@ def test_slurm_hosts(c):
           p.returncode == 0 and '-H localhost:1' in p.stdout, describe(p))
 
 
-def test_info(c, pytorch_built):
+def test_info(c, pytorch_built, cuda_built):
     p = run(c, ['-cb'])
     pytorch_line = '    [X] PyTorch' if pytorch_built else '    [ ] PyTorch'
+    cuda_line = '    [X] CUDA' if cuda_built else '    [ ] CUDA'
     check('-cb prints the build in horovodrun\'s layout',
           p.returncode == 0 and
-          'Available Controllers:\n    [X] MPI\n    [X] UCX\n    [ ] Gloo' in p.stdout
-          and pytorch_line in p.stdout and '    [ ] NCCL' in p.stdout and
-          'Available Devices:\n    [ ] CUDA' in p.stdout, describe(p))
+          'Available Controllers:\n    [X] MPI\n    [X] UCX\n    [X] Gloo' in p.stdout
+          and pytorch_line in p.stdout and cuda_line.replace('CUDA', 'NCCL') in p.stdout and
+          'Available Devices:\n' + cuda_line in p.stdout, describe(p))
     p = run(c, ['-v'])
     check('-v prints the version', p.returncode == 0 and p.stdout.strip() != '', describe(p))
     p = run(c, ['--help'])
@@ -299,9 +300,11 @@ def main():
     parser.add_argument('--bench')
     parser.add_argument('--pytorch-built', type=int, default=0,
                         help='1 when this build includes the chorus.torch package')
+    parser.add_argument('--cuda-built', type=int, default=0,
+                        help='1 when this build has the GPU data plane (CUDA, NCCL)')
     args = parser.parse_args()
     c = os.path.abspath(args.chorusrun)
-    test_info(c, args.pytorch_built == 1)
+    test_info(c, args.pytorch_built == 1, args.cuda_built == 1)
     test_bad_input(c)
     test_slurm_hosts(c)
     test_jobs(c)

@@ -127,7 +127,12 @@ TEST_CASE("Bad config files are errors naming file and key", "[launcher][config]
        "c.yaml: params.fusion_threshold_mb: cannot read 'lots'"},
       {"params:\n  fusion_threshold: 3\n", absl::StatusCode::kInvalidArgument,
        "c.yaml: params.fusion_threshold: unknown key"},
-      {"paramz:\n  x: 1\n", absl::StatusCode::kInvalidArgument, "c.yaml: paramz: unknown section"},
+      {"paramz:\n  x: 1\n", absl::StatusCode::kInvalidArgument,
+       "c.yaml: paramz: unknown section (expected one of controller, autotune, library_options, "
+       "logging, params, stall_check, timeline)"},
+      {"fusion_threshold_mb: 32\n", absl::StatusCode::kInvalidArgument,
+       "c.yaml: fusion_threshold_mb: unknown section; horovodrun's config file layout puts this "
+       "key under 'params:' (params: {fusion_threshold_mb: ...})"},
       {"params: [1, 2]\n", absl::StatusCode::kInvalidArgument, "c.yaml: params: expected a map"},
       {"params:\n  cycle_time_ms: [1]\n", absl::StatusCode::kInvalidArgument,
        "params.cycle_time_ms: expected a single value"},
