@@ -74,7 +74,13 @@ std::vector<EnvVar> WorkerEnvironment(const LaunchOptions& o) {
   b.Add(config_names::kStallShutdownTimeSeconds, o.stall_check_shutdown_time_seconds);
 
   b.Add(config_names::kNumNcclStreams, o.num_nccl_streams);
-  if (o.tcp) b.Set("NCCL_IB_DISABLE", "1");
+  if (o.tcp) {
+    // Only TCP: NCCL without InfiniBand; UCX (--gloo's controller and data plane, the UCX data
+    // plane in MPI mode) on its TCP transport alone, no shared memory or RDMA. MPI mode also
+    // passes mpirun its TCP options (launcher/mpirun_command.cc).
+    b.Set("NCCL_IB_DISABLE", "1");
+    b.Set("UCX_TLS", "tcp");
+  }
   if (!o.network_interfaces.empty()) {
     b.Set("NCCL_SOCKET_IFNAME", absl::StrJoin(o.network_interfaces, ","));
   }

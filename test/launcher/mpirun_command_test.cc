@@ -125,6 +125,8 @@ TEST_CASE("Every flag that reaches mpirun, in order", "[launcher][mpirun]") {
                       "PATH",
                       "-x",
                       "PYTHONPATH",
+                      "-x",
+                      "UCX_TLS",
                       "-mca",
                       "btl_tcp_if_exclude",
                       "lo",

@@ -43,7 +43,7 @@ TEST_CASE("Flags map to the runtime's CHORUS_* variables", "[launcher][env]") {
       {{"--log-level", "fatal"}, {{"CHORUS_LOG_LEVEL", "fatal"}}},
       {{"--log-without-timestamp"}, {{"CHORUS_LOG_HIDE_TIME", "1"}}},
       {{"--log-with-timestamp"}, {{"CHORUS_LOG_HIDE_TIME", "0"}}},
-      {{"--tcp"}, {{"NCCL_IB_DISABLE", "1"}}},
+      {{"--tcp"}, {{"NCCL_IB_DISABLE", "1"}, {"UCX_TLS", "tcp"}}},
       {{"--network-interfaces", "eth0,eth1"}, {{"NCCL_SOCKET_IFNAME", "eth0,eth1"}}},
       {{"--num-nccl-streams", "2"}, {{"CHORUS_NUM_NCCL_STREAMS", "2"}}},
       {{"--thread-affinity", "3"}, {{"CHORUS_THREAD_AFFINITY", "3"}}},
