@@ -96,12 +96,18 @@ void BackgroundLoop::ThreadMain(std::vector<std::vector<int32_t>> process_sets) 
   if (watchdog_ != nullptr) watchdog_->Disarm();  // no more calls to peers
   // Another rank shutting down (its process ending: an exception, an exit) shuts chorus down on
   // every rank; its ops here then fail saying so, rather than as if this process had asked.
-  const std::string why =
-      shutdown_sent_ ? "chorus was shut down" : "chorus was shut down by another rank";
-  const std::string more =
-      shutdown_sent_ ? ""
-                     : " (a rank whose process ends, by an exception or an exit, shuts chorus down "
-                       "on every rank; chorusrun's last line names the rank that failed first)";
+  std::string why = "chorus was shut down";
+  std::string more;
+  if (!shutdown_sent_) {
+    absl::StrAppend(&why, " by ",
+                    shutdown_ranks_.empty() ? "another rank"
+                    : shutdown_ranks_.size() == 1
+                        ? absl::StrCat("rank ", shutdown_ranks_.front())
+                        : absl::StrCat("ranks ", absl::StrJoin(shutdown_ranks_, ", ")));
+    more =
+        " (a rank whose process ends, by an exception or an exit, shuts chorus down on every "
+        "rank; chorusrun's last line names the rank that failed first)";
+  }
   queue_->CloseIfOpen(why + more);
   // Every rank launched the same GPU batches: they complete before the communicators go.
   gpu_.reset();
@@ -549,6 +555,7 @@ absl::Status BackgroundLoop::RunCycle(bool* stop) {
   FlushCompletions();  // e.g. a second join refused while taking new entries
   timeline_->EndCycle();
   if (bits_.any(CacheBitVector::kShutdown)) {
+    shutdown_ranks_ = bits_.ShutdownRanks();
     *stop = true;
     return absl::OkStatus();
   }
@@ -583,7 +590,7 @@ absl::Status BackgroundLoop::ExchangeBits(const std::vector<int32_t>& invalid_bi
   uint64_t flags = 0;
   if (!unsent_.empty()) flags |= CacheBitVector::kUncached;
   shutdown_sent_ = queue_->closed();
-  if (shutdown_sent_) flags |= CacheBitVector::kShutdown;
+  if (shutdown_sent_) flags |= CacheBitVector::ShutdownFlags(topology_.rank);
   if (!pending_.empty()) flags |= CacheBitVector::kUncachedPending;
   if (stall_round) flags |= CacheBitVector::kStallRound;
   if (!gpu_failure.ok()) flags |= CacheBitVector::kGpuFailed;

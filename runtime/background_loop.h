@@ -331,8 +331,10 @@ class BackgroundLoop {
   CacheBitVector bits_{0};               // sized by the handshake (shared cache capacity)
   const StallPolicy stall_policy_;
   absl::Time last_stall_check_ = absl::InfinitePast();
-  // This rank asked for the shutdown in the last bit exchange (else a peer did).
+  // This rank asked for the shutdown in the last bit exchange (else a peer did), and the ranks
+  // below CacheBitVector::kNamedShutdownRanks that did.
   bool shutdown_sent_ = false;
+  std::vector<int> shutdown_ranks_;
   Counters counters_;
   // Completions of the current response, flushed together (one lock per table, not per op).
   std::vector<std::unique_ptr<TensorEntry>> completed_;

@@ -7,6 +7,20 @@ namespace chorus::runtime {
 CacheBitVector::CacheBitVector(int32_t capacity)
     : w_((capacity + 63) / 64), words_(1 + 3 * w_, 0), foreign_(w_, 0) {}
 
+uint64_t CacheBitVector::ShutdownFlags(int rank) {
+  uint64_t flags = kShutdown;
+  if (rank >= 0 && rank < kNamedShutdownRanks) flags |= uint64_t{1} << (32 + rank);
+  return flags;
+}
+
+std::vector<int> CacheBitVector::ShutdownRanks() const {
+  std::vector<int> ranks;
+  for (int r = 0; r < kNamedShutdownRanks; ++r) {
+    if ((flags_ >> (32 + r)) & 1) ranks.push_back(r);
+  }
+  return ranks;
+}
+
 void CacheBitVector::SetForeign(int32_t bit, bool foreign) {
   const uint64_t mask = uint64_t{1} << (bit % 64);
   uint64_t& word = foreign_[bit / 64];

@@ -7,7 +7,8 @@
 //
 // Note [Cache bit vector]
 // Each cycle every rank contributes one vector of 1 + 3W words (W = ceil(capacity / 64)):
-//   word 0          flags, complemented, so that the AND over ranks yields their OR;
+//   word 0          flags, complemented, so that the AND over ranks yields their OR (bits
+//                   32..63: which ranks below 32 are shutting down, see ShutdownFlags);
 //   words 1..W      bit b set: "I have the cached tensor at bit b pending" (or: it belongs to a
 //                   process set I am not in); the AND says "ready on every rank";
 //   words W+1..2W   bit b set: "entry b must be erased" (a request under that name changed, or
@@ -48,6 +49,13 @@ class CacheBitVector {
     kGpuFailed = 16,       // this rank's GPU data plane failed: all ranks stop
     kAutotune = 32,        // rank 0 sends new autotune parameters with this cycle's responses
   };
+
+  // The flags of rank `rank` shutting down: kShutdown, and for a rank below kNamedShutdownRanks
+  // its own bit among the flags' upper 32, so that the ranks it stops can name it.
+  static constexpr int kNamedShutdownRanks = 32;
+  static uint64_t ShutdownFlags(int rank);
+  // After Unpack: the ranks below kNamedShutdownRanks shutting down this cycle, ascending.
+  std::vector<int> ShutdownRanks() const;
 
   // `capacity`: the response cache's (bits 0 .. capacity-1); may be 0.
   explicit CacheBitVector(int32_t capacity);

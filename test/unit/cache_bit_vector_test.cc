@@ -65,6 +65,24 @@ TEST_CASE("Flags AND to their OR over ranks", "[cache_bit_vector]") {
   }
 }
 
+TEST_CASE("Ranks shutting down are named (below 32)", "[cache_bit_vector]") {
+  std::vector<CacheBitVector> v(3, CacheBitVector(64));
+  Cycle(v, {{0, {}, {}},
+            {CacheBitVector::ShutdownFlags(1), {}, {}},
+            {CacheBitVector::ShutdownFlags(2) | CacheBitVector::kUncached, {}, {}}});
+  for (const CacheBitVector& rank : v) {
+    CHECK(rank.any(CacheBitVector::kShutdown));
+    CHECK(rank.any(CacheBitVector::kUncached));
+    CHECK_FALSE(rank.any(CacheBitVector::kGpuFailed | CacheBitVector::kStallRound));
+    CHECK(rank.ShutdownRanks() == std::vector<int>{1, 2});
+  }
+  // A rank from 32 on shuts down without a name.
+  CHECK(CacheBitVector::ShutdownFlags(32) == CacheBitVector::kShutdown);
+  CHECK(CacheBitVector::ShutdownFlags(31) == (CacheBitVector::kShutdown | (uint64_t{1} << 63)));
+  Cycle(v, {{0, {}, {}}, {0, {}, {}}, {0, {}, {}}});
+  CHECK(v[0].ShutdownRanks().empty());
+}
+
 TEST_CASE("A bit is ready only when every rank holds it", "[cache_bit_vector]") {
   std::vector<CacheBitVector> v(3, CacheBitVector(200));
   Cycle(v, {{0, {3, 70, 199}, {}}, {0, {3, 199}, {}}, {0, {199, 3, 5}, {}}});
