@@ -236,9 +236,14 @@ def _run_streaming(command):
     last lines of its stderr (chorusrun ends a failed job with its summary there)."""
     process = subprocess.Popen(command, stderr=subprocess.PIPE)
     last = []
+    binary = getattr(sys.stderr, "buffer", None)  # None in a notebook's stream
     for raw in process.stderr:
-        sys.stderr.buffer.write(raw)
+        text = raw.decode(errors="replace")
+        if binary is not None:
+            binary.write(raw)
+        else:
+            sys.stderr.write(text)
         sys.stderr.flush()
-        last.append(raw.decode(errors="replace").rstrip("\n"))
+        last.append(text.rstrip("\n"))
         del last[:-3]
     return process.wait(), [line for line in last if line.startswith("chorusrun")] or last
