@@ -13,7 +13,8 @@
 // The baseline, in the same run and process: the same set as CPU tensors through the same kind
 // of runtime (a one-rank allreduce moves nothing there either: Executor::AllreduceAlone), so
 // the ratio is the GPU path's host cost over the CPU path's. Medians and p90 over the timed
-// steps; every op must succeed (exit 1 otherwise, 2 on bad arguments).
+// steps (bench/measure.h's Summarize); every op must succeed (exit 1 otherwise, 2 on bad
+// arguments).
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -29,6 +30,7 @@
 #include "absl/strings/str_join.h"
 
 #include "base/status_macros.h"
+#include "bench/measure.h"
 #include "bench/tensor_sets.h"
 #include "chorus/chorus.h"
 #include "chorus/types.h"
@@ -114,22 +116,10 @@ class NullGpuPlatform final : public GpuPlatform {
   }
 };
 
-struct Times {
-  double median_us = 0;
-  double p90_us = 0;
-};
-
-Times Summarize(std::vector<double> seconds) {
-  std::sort(seconds.begin(), seconds.end());
-  Times t;
-  t.median_us = seconds[seconds.size() / 2] * 1e6;
-  t.p90_us = seconds[std::min(seconds.size() - 1, seconds.size() * 9 / 10)] * 1e6;
-  return t;
-}
-
-// Steps of `specs` on `device` (-1: CPU) through a fresh one-rank runtime; the step times.
-absl::StatusOr<Times> RunSteps(const std::vector<TensorSpec>& specs, int device, int steps,
-                               int warmup, const std::string& prefix) {
+// Steps of `specs` on `device` (-1: CPU) through a fresh one-rank runtime; the step times in
+// microseconds.
+absl::StatusOr<Summary> RunSteps(const std::vector<TensorSpec>& specs, int device, int steps,
+                                 int warmup, const std::string& prefix) {
   runtime::Config config;
   testing::InProcessFabric fabric(1);
   CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Runtime> rt,
@@ -172,7 +162,9 @@ absl::StatusOr<Times> RunSteps(const std::vector<TensorSpec>& specs, int device,
       if (!st.ok() && first.ok()) first = st;
     }
     const auto t1 = std::chrono::steady_clock::now();
-    if (step >= warmup) samples.push_back(std::chrono::duration<double>(t1 - t0).count());
+    if (step >= warmup) {
+      samples.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+    }
   }
   rt->Shutdown();
   if (!first.ok()) return first;
@@ -205,8 +197,8 @@ int Main(int argc, char** argv) {
       std::fprintf(stderr, "%s\n", std::string(specs.status().message()).c_str());
       return 2;
     }
-    absl::StatusOr<Times> gpu = RunSteps(*specs, kDevice, steps, warmup, "gpu.");
-    absl::StatusOr<Times> cpu = RunSteps(*specs, -1, steps, warmup, "cpu.");
+    absl::StatusOr<Summary> gpu = RunSteps(*specs, kDevice, steps, warmup, "gpu.");
+    absl::StatusOr<Summary> cpu = RunSteps(*specs, -1, steps, warmup, "cpu.");
     if (!gpu.ok() || !cpu.ok()) {
       std::fprintf(stderr, "chorus_gpu_host_bench: %s: %s\n", name.c_str(),
                    std::string((gpu.ok() ? cpu.status() : gpu.status()).message()).c_str());
@@ -214,8 +206,8 @@ int Main(int argc, char** argv) {
     }
     const double n = static_cast<double>(specs->size());
     std::printf("%-10s %7zu  %8.1f / %8.1f us (%5.2f us/t)  %8.1f / %8.1f us (%5.2f us/t)  %.2f\n",
-                name.c_str(), specs->size(), gpu->median_us, gpu->p90_us, gpu->median_us / n,
-                cpu->median_us, cpu->p90_us, cpu->median_us / n, gpu->median_us / cpu->median_us);
+                name.c_str(), specs->size(), gpu->median, gpu->p90, gpu->median / n, cpu->median,
+                cpu->p90, cpu->median / n, gpu->median / cpu->median);
   }
   return 0;
 }

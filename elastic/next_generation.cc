@@ -159,11 +159,11 @@ class Decider {
     std::string cause = absl::StrCat("rank ", p.rank, " on ", p.host, " ", why);
     if (rules_.fixed) {
       if (fixed_loss_) return;
-      if (s_.failure_report && s_.failure_report->rank != p.rank) {
-        // This rank failed because the reporting one ended: name that one.
-        cause = DescribeFailureReport(*s_.failure_report, HostOfRank(s_.failure_report->rank));
-      } else if (s_.failure_report) {
-        cause = DescribeFailureReport(*s_.failure_report, p.host);
+      if (const std::optional<FailureReport>& report = s_.failure_report) {
+        // The reporting rank is the cause, whether it ended first or this rank failed because
+        // of it (then it still runs: its host is among the workers).
+        cause = DescribeFailureReport(*report,
+                                      report->rank == p.rank ? p.host : HostOfRank(report->rank));
       }
       fixed_loss_.emplace(status, std::move(cause));
       return;

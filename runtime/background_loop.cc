@@ -96,22 +96,11 @@ void BackgroundLoop::ThreadMain(std::vector<std::vector<int32_t>> process_sets) 
   if (watchdog_ != nullptr) watchdog_->Disarm();  // no more calls to peers
   // Another rank shutting down (its process ending: an exception, an exit) shuts chorus down on
   // every rank; its ops here then fail saying so, rather than as if this process had asked.
-  std::string why = "chorus was shut down";
-  std::string more;
-  if (!shutdown_sent_) {
-    absl::StrAppend(&why, " by ",
-                    shutdown_ranks_.empty() ? "another rank"
-                    : shutdown_ranks_.size() == 1
-                        ? absl::StrCat("rank ", shutdown_ranks_.front())
-                        : absl::StrCat("ranks ", absl::StrJoin(shutdown_ranks_, ", ")));
-    more =
-        " (a rank whose process ends, by an exception or an exit, shuts chorus down on every "
-        "rank; chorusrun's last line names the rank that failed first)";
-  }
-  queue_->CloseIfOpen(why + more);
+  queue_->CloseIfOpen(DescribeShutdown(shutdown_sent_, shutdown_ranks_, ""));
   // Every rank launched the same GPU batches: they complete before the communicators go.
   gpu_.reset();
-  FailAllPending(absl::AbortedError(absl::StrCat(why, " before this op completed", more)));
+  FailAllPending(absl::AbortedError(
+      DescribeShutdown(shutdown_sent_, shutdown_ranks_, " before this op completed")));
   timeline_->Finish();
   CHORUS_LOG(DEBUG) << "background loop done: " << counters_.cycles.load() << " cycles, "
                     << counters_.negotiation_rounds.load() << " negotiation rounds, "

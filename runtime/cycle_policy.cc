@@ -40,6 +40,18 @@ std::string DescribeStall(const StallReport& report, const Config& config) {
   return line;
 }
 
+std::string DescribeShutdown(bool requested_here, const std::vector<int>& ranks,
+                             absl::string_view suffix) {
+  if (requested_here) return absl::StrCat("chorus was shut down", suffix);
+  const std::string who = ranks.empty()       ? "another rank"
+                          : ranks.size() == 1 ? absl::StrCat("rank ", ranks.front())
+                                              : absl::StrCat("ranks ", absl::StrJoin(ranks, ", "));
+  return absl::StrCat("chorus was shut down by ", who, suffix,
+                      " (a rank whose process ends, by an exception or an exit, shuts chorus "
+                      "down on every rank; chorusrun's last line names the rank that failed "
+                      "first)");
+}
+
 void WaitForNextCycle(const Config& config, absl::Time cycle_start, bool pending_here,
                       bool pending_after, SubmissionQueue* queue) {
   const absl::Duration left = cycle_start + config.cycle_time - absl::Now();

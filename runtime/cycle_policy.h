@@ -7,7 +7,9 @@
 #define CHORUS_RUNTIME_CYCLE_POLICY_H_
 
 #include <string>
+#include <vector>
 
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
 #include "runtime/config.h"
@@ -37,6 +39,14 @@ StallPolicy StallPolicyFor(const Config& config);
 // and what happens next under `config`'s stall times (reported again every warning time; failed
 // on every rank at the shutdown time, or how to set one).
 std::string DescribeStall(const StallReport& report, const Config& config);
+
+// Why this rank's pending ops fail when the runtime stops in a cycle that saw a shutdown:
+// "chorus was shut down" when this rank asked for it (`requested_here`), else "chorus was shut
+// down by rank 2" (by `ranks`, the ranks named in the cycle's flags; "another rank" when none is)
+// with a word on what that means. `suffix` goes before that word ("... before this op
+// completed (...)").
+std::string DescribeShutdown(bool requested_here, const std::vector<int>& ranks,
+                             absl::string_view suffix);
 
 // Sleeps until the next cycle should start (Note [Cache bit vector] explains pending_after).
 // While this rank has ops pending (`pending_here`), the cycle time is a batching window for

@@ -146,8 +146,7 @@ def _report_failure(kind, value, traceback):
     if _topology is None or consequence or issubclass(kind, KeyboardInterrupt):
         return
     text = ("%s: %s" % (kind.__name__, value)) if str(value) else kind.__name__
-    text = text.splitlines()[0] if text.strip() else kind.__name__
-    line = FAILURE_REPORT % (_topology["rank"], text[:300]) + "\n"
+    line = FAILURE_REPORT % (_topology["rank"], text.splitlines()[0][:300]) + "\n"
     try:
         sys.stderr.flush()
         os.write(2, line.encode(errors="replace"))
