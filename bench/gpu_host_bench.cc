@@ -2,13 +2,15 @@
 // training steps over a model's tensor set, every tensor "on GPU 0" of a platform whose device
 // work takes no time (NullGpuPlatform below: streams and events are tokens, every event is done
 // once recorded, copies and collectives do nothing, device memory is host memory). A step is
-// what chorus_gpu_steps_bench times on a real GPU, minus the device work: one Enqueue per tensor
-// (in-place float32 Average allreduce, its fixed name, ready on a framework stream), in reverse
-// definition order, then Release of every handle. So the step time IS the step minus the device
-// work: submission, ready events, negotiation, the fusion plan and its copy plans, the NCCL
-// calls' host side, the completion thread and the callbacks.
+// what chorus_gpu_steps_bench times on a real GPU, minus the device work: one submission per
+// tensor (in-place float32 Average allreduce, its fixed name, ready on a framework stream), in
+// reverse definition order, then Release of every handle. Each set runs twice: registered ops
+// submitted by slot (chorus::Submit, the fast path) and Enqueue by name. So the step time IS the
+// step minus the device work: submission, ready events, negotiation, the fusion plan and its copy
+// plans, the NCCL calls' host side, the completion thread and the callbacks.
 //
-//   chorus_gpu_host_bench [--sets resnet50,tiny1000] [--steps 200] [--warmup 20]
+//   chorus_gpu_host_bench [--sets resnet50,tiny1000] [--submit registered,enqueue]
+//                         [--steps 200] [--warmup 20]
 //
 // The baseline, in the same run and process: the same set as CPU tensors through the same kind
 // of runtime (a one-rank allreduce moves nothing there either: Executor::AllreduceAlone), so
@@ -95,6 +97,10 @@ class NullGpuPlatform final : public GpuPlatform {
   absl::Status RecordEvent(int, EventHandle, StreamHandle) override { return absl::OkStatus(); }
   absl::Status StreamWaitEvent(int, StreamHandle, EventHandle) override { return absl::OkStatus(); }
   absl::StatusOr<bool> EventDone(int, EventHandle) override { return true; }
+  absl::Status EnqueueHostCallback(int, StreamHandle, void (*fn)(void*), void* arg) override {
+    fn(arg);  // the stream's work is done as soon as it is queued
+    return absl::OkStatus();
+  }
   absl::StatusOr<void*> Allocate(int, int64_t bytes) override {
     void* p = std::aligned_alloc(
         256, static_cast<size_t>((std::max<int64_t>(bytes, 1) + 255) / 256 * 256));
@@ -116,10 +122,14 @@ class NullGpuPlatform final : public GpuPlatform {
   }
 };
 
-// Steps of `specs` on `device` (-1: CPU) through a fresh one-rank runtime; the step times in
-// microseconds.
-absl::StatusOr<Summary> RunSteps(const std::vector<TensorSpec>& specs, int device, int steps,
-                                 int warmup, const std::string& prefix) {
+// How a step submits its ops: registered once and submitted by slot (chorus::Submit, the fast
+// path), or by name through Enqueue every step.
+enum class Submission { kRegistered, kEnqueue };
+
+// Steps of `specs` on `device` (-1: CPU) through a fresh one-rank runtime, submitted `how`; the
+// step times in microseconds.
+absl::StatusOr<Summary> RunSteps(const std::vector<TensorSpec>& specs, int device, Submission how,
+                                 int steps, int warmup, const std::string& prefix) {
   runtime::Config config;
   testing::InProcessFabric fabric(1);
   CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Runtime> rt,
@@ -134,6 +144,21 @@ absl::StatusOr<Summary> RunSteps(const std::vector<TensorSpec>& specs, int devic
     framework_token = std::make_unique<char>();
     framework = framework_token.get();
   }
+  auto request = [&](size_t i) {
+    OpRequest r;
+    r.type = OpType::kAllreduce;
+    r.name = prefix + specs[i].name;
+    r.input = TensorView{tensors[i].data(), DataType::kFloat32, specs[i].shape, device};
+    r.reduce_op = ReduceOp::kAverage;
+    r.stream = framework;
+    return r;
+  };
+  std::vector<OpSlot> slots(specs.size(), -1);
+  if (how == Submission::kRegistered) {
+    for (size_t i = 0; i < specs.size(); ++i) {
+      CHORUS_ASSIGN_OR_RETURN(slots[i], rt->RegisterOp(request(i)));
+    }
+  }
   std::vector<Handle> handles;
   handles.reserve(specs.size());
   std::vector<double> samples;
@@ -143,13 +168,14 @@ absl::StatusOr<Summary> RunSteps(const std::vector<TensorSpec>& specs, int devic
     const auto t0 = std::chrono::steady_clock::now();
     for (size_t k = 0; k < specs.size(); ++k) {
       const size_t i = specs.size() - 1 - k;
-      OpRequest r;
-      r.type = OpType::kAllreduce;
-      r.name = prefix + specs[i].name;
-      r.input = TensorView{tensors[i].data(), DataType::kFloat32, specs[i].shape, device};
-      r.reduce_op = ReduceOp::kAverage;
-      r.stream = framework;
-      absl::StatusOr<Handle> h = rt->Enqueue(std::move(r));
+      absl::StatusOr<Handle> h;
+      if (how == Submission::kRegistered) {
+        SubmitArgs args(tensors[i].data());
+        args.stream = framework;
+        h = rt->Submit(slots[i], args);
+      } else {
+        h = rt->Enqueue(request(i));
+      }
       if (!h.ok()) {
         first = h.status();
         break;
@@ -179,6 +205,10 @@ int Main(int argc, char** argv) {
       "The runtime's host cost on its GPU path: steps on a platform whose device work "
       "takes no time, against the CPU path"};
   app.add_option("--sets", sets, "Tensor sets (bench/tensor_sets.h)")->delimiter(',');
+  std::vector<std::string> ways = {"registered", "enqueue"};
+  app.add_option("--submit", ways, "How steps submit: registered (by slot), enqueue (by name)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"registered", "enqueue"}));
   app.add_option("--steps", steps, "Timed steps per set and path")->check(CLI::PositiveNumber);
   app.add_option("--warmup", warmup, "Untimed steps first")->check(CLI::NonNegativeNumber);
   try {
@@ -189,25 +219,30 @@ int Main(int argc, char** argv) {
   }
   std::printf("one rank (InProcessFabric(1)); %d timed steps after %d warmup; runtime defaults\n",
               steps, warmup);
-  std::printf("%-10s %7s  %-34s %-34s %s\n", "set", "tensors", "GPU path (null device): median/p90",
-              "CPU path: median/p90", "GPU/CPU");
+  std::printf("%-10s %7s %-10s  %-34s %-34s %s\n", "set", "tensors", "submitted",
+              "GPU path (null device): median/p90", "CPU path: median/p90", "GPU/CPU");
   for (const std::string& name : sets) {
     absl::StatusOr<std::vector<TensorSpec>> specs = GetTensorSet(name);
     if (!specs.ok()) {
       std::fprintf(stderr, "%s\n", std::string(specs.status().message()).c_str());
       return 2;
     }
-    absl::StatusOr<Summary> gpu = RunSteps(*specs, kDevice, steps, warmup, "gpu.");
-    absl::StatusOr<Summary> cpu = RunSteps(*specs, -1, steps, warmup, "cpu.");
-    if (!gpu.ok() || !cpu.ok()) {
-      std::fprintf(stderr, "chorus_gpu_host_bench: %s: %s\n", name.c_str(),
-                   std::string((gpu.ok() ? cpu.status() : gpu.status()).message()).c_str());
-      return 1;
+    for (const std::string& way : ways) {
+      const Submission how = way == "registered" ? Submission::kRegistered : Submission::kEnqueue;
+      absl::StatusOr<Summary> gpu = RunSteps(*specs, kDevice, how, steps, warmup, "gpu.");
+      absl::StatusOr<Summary> cpu = RunSteps(*specs, -1, how, steps, warmup, "cpu.");
+      if (!gpu.ok() || !cpu.ok()) {
+        std::fprintf(stderr, "chorus_gpu_host_bench: %s (%s): %s\n", name.c_str(), way.c_str(),
+                     std::string((gpu.ok() ? cpu.status() : gpu.status()).message()).c_str());
+        return 1;
+      }
+      const double n = static_cast<double>(specs->size());
+      std::printf(
+          "%-10s %7zu %-10s  %8.1f / %8.1f us (%5.2f us/t)  %8.1f / %8.1f us (%5.2f us/t)  "
+          "%.2f\n",
+          name.c_str(), specs->size(), way.c_str(), gpu->median, gpu->p90, gpu->median / n,
+          cpu->median, cpu->p90, cpu->median / n, gpu->median / cpu->median);
     }
-    const double n = static_cast<double>(specs->size());
-    std::printf("%-10s %7zu  %8.1f / %8.1f us (%5.2f us/t)  %8.1f / %8.1f us (%5.2f us/t)  %.2f\n",
-                name.c_str(), specs->size(), gpu->median, gpu->p90, gpu->median / n, cpu->median,
-                cpu->p90, cpu->median / n, gpu->median / cpu->median);
   }
   return 0;
 }

@@ -197,6 +197,10 @@ class CountingPlatform final : public GpuPlatform {
   absl::Status StreamWaitEvent(int device, StreamHandle stream, EventHandle event) override {
     return inner_->StreamWaitEvent(device, stream, event);
   }
+  absl::Status EnqueueHostCallback(int device, StreamHandle stream, void (*fn)(void*),
+                                   void* arg) override {
+    return inner_->EnqueueHostCallback(device, stream, fn, arg);
+  }
   absl::StatusOr<bool> EventDone(int device, EventHandle event) override {
     return inner_->EventDone(device, event);
   }

@@ -95,6 +95,16 @@ class GpuPlatform {
   // true once the captured work is done, false while it runs; an error if it faulted.
   virtual absl::StatusOr<bool> EventDone(int device, EventHandle event) = 0;
 
+  // Runs fn(arg) on a host thread of the platform once the work queued on `stream` so far is
+  // done (cudaLaunchHostFunc); later work on the stream waits for it to return. `fn` must be
+  // short and must not call the platform. On success fn runs exactly once, unless the device
+  // faults first; on error it never runs. Unimplemented (this default) where the platform has
+  // no such call: the runtime then polls EventDone instead.
+  virtual absl::Status EnqueueHostCallback(int device, StreamHandle stream, void (*fn)(void*),
+                                           void* arg) {
+    return absl::UnimplementedError(name() + " has no host callbacks");
+  }
+
   // Device memory (cudaMalloc/cudaFree). Free may synchronise the device.
   virtual absl::StatusOr<void*> Allocate(int device, int64_t bytes) = 0;
   virtual void Free(int device, void* ptr) = 0;

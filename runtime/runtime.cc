@@ -426,7 +426,11 @@ absl::Status Runtime::RecordReadyEvent(TensorEntry& entry) {
   if (event == nullptr) {
     CHORUS_ASSIGN_OR_RETURN(event, gpu_platform_->CreateEvent(device));
   }
+  // acq_rel: an `end` below another record's `begin` means this record happened before that
+  // one began (runtime/gpu/ready_waits.h).
+  entry.ready_begin = ready_clock_.fetch_add(1, std::memory_order_acq_rel);
   absl::Status recorded = gpu_platform_->RecordEvent(device, event, r.stream);
+  entry.ready_end = ready_clock_.fetch_add(1, std::memory_order_acq_rel);
   if (!recorded.ok()) {
     gpu_platform_->DestroyEvent(device, event);
     entry.ready_event = nullptr;

@@ -207,6 +207,8 @@ class Runtime {
   // The GPU this process drives: the device of its first GPU tensor (-1 until then).
   Mutex gpu_mu_;
   int32_t gpu_device_ ABSL_GUARDED_BY(gpu_mu_) = -1;
+  // Numbers taken around each ready event's record (TensorEntry::ready_begin/ready_end).
+  std::atomic<uint64_t> ready_clock_{1};
   Mutex name_mu_;
   // (op type, process set) -> number of unnamed ops of that kind so far.
   std::map<std::pair<int32_t, int32_t>, int64_t> auto_names_ ABSL_GUARDED_BY(name_mu_);

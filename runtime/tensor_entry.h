@@ -84,6 +84,10 @@ struct TensorEntry {
   // tensors only after it. Destroyed when the entry completes, but a registered op's, which
   // every submission records again and which goes with its registration.
   void* ready_event = nullptr;
+  // The runtime's recording counter just before and just after ready_event was recorded: which
+  // events of a batch one wait covers (runtime/gpu/ready_waits.h).
+  uint64_t ready_begin = 0;
+  uint64_t ready_end = 0;
 
   // A registered op's entry (Note [Registered ops] in runtime/op_slots.h): its slot; it goes
   // back there when the op completes. -1: an Enqueue'd op, recycled through the EntryPool.
@@ -112,6 +116,8 @@ struct TensorEntry {
     done = nullptr;
     enqueued_at = absl::Time();
     ready_event = nullptr;
+    ready_begin = 0;
+    ready_end = 0;
     claimed_name = nullptr;
     next_submitted = nullptr;
     cache_bit = -1;

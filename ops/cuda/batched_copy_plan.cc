@@ -88,6 +88,14 @@ absl::Status CheckOptions(const PlanOptions& options) {
   return absl::OkStatus();
 }
 
+bool SameEntries(absl::Span<const CopyEntry> a, absl::Span<const CopyEntry> b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(),
+                    [](const CopyEntry& x, const CopyEntry& y) {
+                      return x.src == y.src && x.dst == y.dst && x.num_elements == y.num_elements &&
+                             x.src_dtype == y.src_dtype && x.dst_dtype == y.dst_dtype;
+                    });
+}
+
 bool Aligned(const void* p, int size) {
   return reinterpret_cast<uintptr_t>(p) % static_cast<uintptr_t>(size) == 0;
 }
@@ -298,6 +306,30 @@ absl::StatusOr<BatchedCopyPlan> PlanBatchedCopy(absl::Span<const CopyEntry> entr
   absl::Status status = PlanBatchedCopy(entries, scale, options, &plan);
   if (!status.ok()) return status;
   return plan;
+}
+
+CopyPlanCache::CopyPlanCache(PlanOptions options, size_t capacity)
+    : options_(options), kept_(std::max<size_t>(capacity, 1)) {}
+
+absl::StatusOr<const BatchedCopyPlan*> CopyPlanCache::Get(absl::Span<const CopyEntry> entries,
+                                                          double scale) {
+  ++clock_;
+  Kept* oldest = &kept_[0];
+  for (Kept& k : kept_) {
+    if (k.last_use != 0 && k.scale == scale && SameEntries(k.entries, entries)) {
+      k.last_use = clock_;
+      ++hits_;
+      return &k.plan;
+    }
+    if (k.last_use < oldest->last_use) oldest = &k;
+  }
+  ++misses_;
+  oldest->last_use = 0;
+  CHORUS_RETURN_IF_ERROR(PlanBatchedCopy(entries, scale, options_, &oldest->plan));
+  oldest->entries.assign(entries.begin(), entries.end());
+  oldest->scale = scale;
+  oldest->last_use = clock_;
+  return &oldest->plan;
 }
 
 FusionLayout PackFusionLayout(absl::Span<const int64_t> num_elements, DataType dtype,

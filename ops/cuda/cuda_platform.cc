@@ -129,6 +129,15 @@ class CudaPlatform final : public GpuPlatform {
     return absl::OkStatus();
   }
 
+  absl::Status EnqueueHostCallback(int device, StreamHandle stream, void (*fn)(void*),
+                                   void* arg) override {
+    CHORUS_RETURN_IF_ERROR(UseDevice(device));
+    if (const cudaError_t err = cudaLaunchHostFunc(Stream(stream), fn, arg); err != cudaSuccess) {
+      return CudaStatus(err, "cudaLaunchHostFunc");
+    }
+    return absl::OkStatus();
+  }
+
   absl::StatusOr<bool> EventDone(int device, EventHandle event) override {
     CHORUS_RETURN_IF_ERROR(UseDevice(device));
     const cudaError_t err = cudaEventQuery(Event(event));

@@ -25,6 +25,8 @@ struct GpuBatch {
   // Recorded on the chorus stream after the batch's last work (copy-out): done means every
   // output is final on the device.
   ops::gpu::EventHandle done = nullptr;
+  // A host callback queued after `done` wakes the completion thread (GpuCompletionQueue::ArmWake).
+  bool wakes = false;
   // The communicators the batch's collectives run on (the lane's; a hierarchical allreduce's
   // local and cross ones too), polled for asynchronous errors while the batch waits. Borrowed:
   // the GPU data plane keeps them alive until the completion queue is drained.

@@ -12,10 +12,13 @@
 namespace chorus::runtime {
 namespace {
 
-// Polling interval while batches run: short right after progress, backing off to 1 ms so an
-// idle wait on a long NCCL op costs next to no CPU.
+// Polling interval while batches run without a host callback: short right after progress,
+// backing off to 1 ms so an idle wait on a long NCCL op costs next to no CPU.
 constexpr absl::Duration kMinPoll = absl::Microseconds(10);
 constexpr absl::Duration kMaxPoll = absl::Milliseconds(1);
+// With a callback behind every watched batch, polling is only for NCCL's asynchronous errors
+// and the deadlines.
+constexpr absl::Duration kWokenPoll = absl::Milliseconds(10);
 
 // After a failure, how long a batch's queued device work may take to drain.
 constexpr absl::Duration kAbandonAfter = absl::Seconds(10);
@@ -24,11 +27,39 @@ constexpr char kAborted[] = "; chorus aborted its NCCL communicators";
 
 }  // namespace
 
+class GpuCompletionQueue::Doorbell {
+ public:
+  void Ring() ABSL_LOCKS_EXCLUDED(mu_) {
+    {
+      MutexLock lock(&mu_);
+      ++rings_;
+    }
+    cv_.notify_one();
+  }
+  // Blocks until it rang since `*seen` rings or `timeout` passed; `*seen` becomes the count.
+  void Wait(uint64_t* seen, absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(&mu_);
+    auto rang = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return rings_ != *seen; };
+    if (timeout == absl::InfiniteDuration()) {
+      lock.Wait(cv_, rang);
+    } else {
+      lock.WaitFor(cv_, timeout, rang);
+    }
+    *seen = rings_;
+  }
+
+ private:
+  Mutex mu_;
+  std::condition_variable cv_;
+  uint64_t rings_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
 GpuCompletionQueue::GpuCompletionQueue(std::shared_ptr<ops::gpu::GpuPlatform> platform,
                                        DeliverFn deliver, AbortFn abort_all)
     : platform_(std::move(platform)),
       deliver_(std::move(deliver)),
       abort_all_(std::move(abort_all)),
+      doorbell_(std::make_shared<Doorbell>()),
       thread_([this] { ThreadMain(); }) {}
 
 GpuCompletionQueue::~GpuCompletionQueue() {
@@ -37,8 +68,21 @@ GpuCompletionQueue::~GpuCompletionQueue() {
     MutexLock lock(&mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  doorbell_->Ring();
   thread_.join();
+}
+
+void GpuCompletionQueue::RingFromDevice(void* doorbell) {
+  auto* ref = static_cast<std::shared_ptr<Doorbell>*>(doorbell);
+  (*ref)->Ring();
+  delete ref;
+}
+
+void GpuCompletionQueue::ArmWake(GpuBatch& batch, ops::gpu::StreamHandle stream) {
+  // The callback holds its own reference: it may run after this queue is gone.
+  auto* ref = new std::shared_ptr<Doorbell>(doorbell_);
+  batch.wakes = platform_->EnqueueHostCallback(batch.device, stream, &RingFromDevice, ref).ok();
+  if (!batch.wakes) delete ref;  // never runs
 }
 
 void GpuCompletionQueue::Push(GpuBatch batch) {
@@ -47,7 +91,7 @@ void GpuCompletionQueue::Push(GpuBatch batch) {
     ++in_flight_;
     incoming_.push_back(std::move(batch));
   }
-  cv_.notify_all();
+  doorbell_->Ring();
 }
 
 void GpuCompletionQueue::Drain() {
@@ -57,7 +101,7 @@ void GpuCompletionQueue::Drain() {
 
 void GpuCompletionQueue::Fail(absl::Status status) {
   SetFailure(std::move(status));
-  cv_.notify_all();
+  doorbell_->Ring();
 }
 
 absl::Status GpuCompletionQueue::failure() const {
@@ -70,7 +114,6 @@ void GpuCompletionQueue::SetFailure(absl::Status status) {
   {
     MutexLock lock(&mu_);
     if (failure_.ok()) failure_ = std::move(status);
-    poked_ = true;
     abort = !aborted_;
     aborted_ = true;
   }
@@ -83,19 +126,16 @@ void GpuCompletionQueue::SetFailure(absl::Status status) {
 void GpuCompletionQueue::ThreadMain() {
   std::vector<GpuBatch> watching;
   absl::Duration poll = kMinPoll;
+  uint64_t rings_seen = 0;
   while (true) {
+    // Sleeps until rung (a push, a failure, the stop, a batch's callback) or the next poll.
+    const bool all_wake =
+        std::all_of(watching.begin(), watching.end(), [](const GpuBatch& b) { return b.wakes; });
+    doorbell_->Wait(&rings_seen, watching.empty() ? absl::InfiniteDuration()
+                                 : all_wake       ? kWokenPoll
+                                                  : poll);
     {
       MutexLock lock(&mu_);
-      auto woken = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return !incoming_.empty() || stop_ || poked_;
-      };
-      if (watching.empty()) {
-        lock.Wait(cv_,
-                  [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !incoming_.empty() || stop_; });
-      } else {
-        lock.WaitFor(cv_, poll, woken);
-      }
-      poked_ = false;
       if (stop_ && watching.empty() && incoming_.empty()) return;
       for (GpuBatch& batch : incoming_) watching.push_back(std::move(batch));
       incoming_.clear();

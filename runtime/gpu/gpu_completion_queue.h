@@ -3,12 +3,15 @@
 // The GPU completion thread: watches launched batches (GpuBatch) and completes each one once
 // its done event has passed, so the background loop never waits for the device.
 //
-// While a batch waits, the thread polls its done event, its communicator's asynchronous error
-// (ncclCommGetAsyncError) and its deadline. A faulted event, a communicator error or a passed
-// deadline is fatal for the whole GPU data plane: `abort_all` aborts every communicator (so no
-// NCCL kernel stays stuck), every batch in flight and every later one fails with Unavailable
-// naming the batch and the cause, and failure() reports it, so that the background loop stops
-// and fails everything else pending with the same status.
+// A batch's launch queues a host callback behind its work (ArmWake: cudaLaunchHostFunc) that
+// wakes the thread the moment the device is done, so completion costs no polling delay. While a
+// batch waits, the thread also polls its done event, its communicator's asynchronous error
+// (ncclCommGetAsyncError) and its deadline: every 10 ms when every batch it watches has its
+// callback, else with a backoff from 10 us to 1 ms (a platform without host callbacks). A faulted
+// event, a communicator error or a passed deadline is fatal for the whole GPU data plane:
+// `abort_all` aborts every communicator (so no NCCL kernel stays stuck), every batch in flight and
+// every later one fails with Unavailable naming the batch and the cause, and failure() reports it,
+// so that the background loop stops and fails everything else pending with the same status.
 //
 // Batches complete in any order (different streams progress independently). Callbacks run on
 // the completion thread, through `deliver`.
@@ -48,6 +51,9 @@ class GpuCompletionQueue {
   GpuCompletionQueue(const GpuCompletionQueue&) = delete;
   GpuCompletionQueue& operator=(const GpuCompletionQueue&) = delete;
 
+  // Queues on `stream`, behind `batch`'s work, the host callback that wakes the completion
+  // thread; sets batch.wakes when the platform took it. Call before Push.
+  void ArmWake(GpuBatch& batch, ops::gpu::StreamHandle stream);
   // Hands a launched batch over. After a failure the batch fails at once.
   void Push(GpuBatch batch) ABSL_LOCKS_EXCLUDED(mu_);
   // Blocks until every pushed batch has completed or failed.
@@ -68,17 +74,22 @@ class GpuCompletionQueue {
   // Records the first failure and aborts the communicators (once).
   void SetFailure(absl::Status status) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // What wakes the completion thread: Push, Fail, the destructor and the device's host
+  // callbacks ring it. Shared with the callbacks, which may run after the queue is gone.
+  class Doorbell;
+  static void RingFromDevice(void* doorbell);
+
   const std::shared_ptr<ops::gpu::GpuPlatform> platform_;
   const DeliverFn deliver_;
   const AbortFn abort_all_;
+  const std::shared_ptr<Doorbell> doorbell_;
 
   mutable Mutex mu_;
-  std::condition_variable cv_;  // Push, Fail, stop, and "nothing in flight" for Drain
+  std::condition_variable cv_;  // "nothing in flight", for Drain
   std::vector<GpuBatch> incoming_ ABSL_GUARDED_BY(mu_);
   int64_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;  // pushed and not yet finished
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
   bool aborted_ ABSL_GUARDED_BY(mu_) = false;
-  bool poked_ ABSL_GUARDED_BY(mu_) = false;  // a failure to act on at once
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
 
   std::thread thread_;  // last: starts after everything above exists

@@ -5,13 +5,13 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 
 #include "base/logging.h"
 #include "base/status_macros.h"
 #include "ops/cuda/batched_copy_plan.h"
 #include "runtime/collective_math.h"
 #include "runtime/executor.h"
+#include "runtime/gpu/ready_waits.h"
 
 namespace chorus::runtime {
 namespace {
@@ -29,10 +29,12 @@ std::byte* Bytes(void* p) { return static_cast<std::byte*>(p); }
 std::string Describe(const Response& response) {
   const size_t n = response.names.size();
   if (n == 1) return absl::StrCat(OpTypeName(response.type), " of '", response.names[0], "'");
-  std::vector<std::string> shown(response.names.begin(),
-                                 response.names.begin() + std::min<size_t>(n, 4));
-  return absl::StrCat(OpTypeName(response.type), " of ", n, " tensors ('",
-                      absl::StrJoin(shown, "', '"), n > 4 ? "', ..." : "'", ")");
+  std::string what = absl::StrCat(OpTypeName(response.type), " of ", n, " tensors (");
+  for (size_t i = 0; i < std::min<size_t>(n, 4); ++i) {
+    absl::StrAppend(&what, i > 0 ? ", '" : "'", response.names[i], "'");
+  }
+  absl::StrAppend(&what, n > 4 ? ", ...)" : ")");
+  return what;
 }
 
 }  // namespace
@@ -55,11 +57,21 @@ class GpuDataPlane::Launcher {
         comm_(*lane.communicator) {}
 
   absl::Status Run() {
+    // One wait per framework stream where its events' order is known (ready_waits.h).
+    std::vector<ReadyMark>& marks = plane_.marks_;
+    std::vector<TensorEntry*>& marked = plane_.marked_;
+    marks.clear();
+    marked.clear();
     for (const std::unique_ptr<TensorEntry>& entry : batch_.entries) {
       if (entry != nullptr && entry->ready_event != nullptr) {
-        CHORUS_RETURN_IF_ERROR(
-            platform_.StreamWaitEvent(lane_.device, lane_.stream, entry->ready_event));
+        marks.push_back({entry->op.stream, entry->ready_begin, entry->ready_end});
+        marked.push_back(entry.get());
       }
+    }
+    ChooseReadyWaits(marks, &plane_.waits_);
+    for (const size_t i : plane_.waits_) {
+      CHORUS_RETURN_IF_ERROR(
+          platform_.StreamWaitEvent(lane_.device, lane_.stream, marked[i]->ready_event));
     }
     switch (response_.type) {
       case OpType::kAllreduce:
@@ -84,10 +96,8 @@ class GpuDataPlane::Launcher {
   // One batched-copy launch of `copies` with `scale` (nothing for an empty batch).
   absl::Status Copy(const std::vector<CopyEntry>& copies, double scale) {
     if (copies.empty()) return absl::OkStatus();
-    ops::gpu::PlanOptions options;
-    options.check_overlap = false;  // fusion-buffer slices and distinct tensors
-    CHORUS_RETURN_IF_ERROR(ops::gpu::PlanBatchedCopy(copies, scale, options, &plan_));
-    return platform_.EnqueueCopy(lane_.device, plan_, lane_.stream);
+    CHORUS_ASSIGN_OR_RETURN(const BatchedCopyPlan* plan, lane_.plans.Get(copies, scale));
+    return platform_.EnqueueCopy(lane_.device, *plan, lane_.stream);
   }
 
   // A device output of `bytes` bytes for result `i`, freed with its last reference.
@@ -329,7 +339,6 @@ class GpuDataPlane::Launcher {
   const bool hierarchical_;
   GpuBatch& batch_;
   ops::gpu::GpuCommunicator& comm_;
-  BatchedCopyPlan plan_;
 };
 
 GpuDataPlane::GpuDataPlane(std::shared_ptr<GpuPlatform> platform, const SharedConfig& shared,
@@ -562,7 +571,9 @@ absl::Status GpuDataPlane::Launch(const Response& response, int32_t set_id,
     if (status.ok())
       status = [&]() -> absl::Status {
         CHORUS_ASSIGN_OR_RETURN(batch.done, platform_->CreateEvent(device));
-        return platform_->RecordEvent(device, batch.done, (*lane)->stream);
+        CHORUS_RETURN_IF_ERROR(platform_->RecordEvent(device, batch.done, (*lane)->stream));
+        completions_->ArmWake(batch, (*lane)->stream);  // behind the event: it is done then
+        return absl::OkStatus();
       }();
     if (!status.ok()) {
       status = absl::Status(status.code(), absl::StrCat("launching ", batch.what, " on GPU ",
@@ -590,6 +601,7 @@ absl::Status GpuDataPlane::Launch(const Response& response, int32_t set_id,
 }
 
 void GpuDataPlane::DropJoinedSlots(GpuBatch& batch) {
+  if (std::ranges::none_of(batch.entries, [](const auto& e) { return e == nullptr; })) return;
   std::vector<std::unique_ptr<TensorEntry>> held;
   std::vector<OpResult> results;
   for (size_t i = 0; i < batch.entries.size(); ++i) {

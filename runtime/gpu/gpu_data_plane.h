@@ -26,9 +26,11 @@
 
 #include "base/mutex.h"
 #include "ops/collective_backend.h"
+#include "ops/cuda/batched_copy_plan.h"
 #include "ops/gpu_platform.h"
 #include "ops/hierarchical/hierarchical_backend.h"
 #include "runtime/gpu/gpu_completion_queue.h"
+#include "runtime/gpu/ready_waits.h"
 #include "runtime/message.h"
 
 namespace chorus::runtime {
@@ -81,6 +83,8 @@ class GpuDataPlane {
     std::unique_ptr<ops::gpu::GpuCommunicator> cross;
     void* fusion = nullptr;  // device fusion buffer
     int64_t fusion_bytes = 0;
+    // The lane's recent copy plans (fusion-buffer slices and distinct tensors: no overlap).
+    ops::gpu::CopyPlanCache plans{ops::gpu::PlanOptions{.check_overlap = false}};
   };
   class Launcher;  // one launch (gpu_data_plane.cc)
 
@@ -120,6 +124,11 @@ class GpuDataPlane {
   // Every communicator, for AbortAll from the completion thread.
   Mutex communicators_mu_;
   std::vector<ops::gpu::GpuCommunicator*> communicators_ ABSL_GUARDED_BY(communicators_mu_);
+
+  // Launch scratch, kept so that a launch allocates none of it (Launcher::Run).
+  std::vector<ReadyMark> marks_;
+  std::vector<TensorEntry*> marked_;
+  std::vector<size_t> waits_;
 
   std::unique_ptr<GpuCompletionQueue> completions_;  // last: its thread stops first
 };

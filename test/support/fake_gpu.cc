@@ -141,6 +141,7 @@ struct FakeGpuPlatform::Impl {
   std::map<void*, std::shared_ptr<FakeEvent>> events;
   std::map<const std::byte*, int64_t> allocations;  // start -> bytes
   bool fail_allocations = false;
+  bool no_host_callbacks = false;
   Counters counters;
   FakeStream default_stream;  // the null stream
 
@@ -372,6 +373,22 @@ void FakeGpuPlatform::EnqueueHostWork(StreamHandle stream, std::function<void()>
   impl_->StreamOf(stream).Push(std::move(work));
 }
 
+absl::Status FakeGpuPlatform::EnqueueHostCallback(int device, StreamHandle stream,
+                                                  void (*fn)(void*), void* arg) {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    if (impl_->no_host_callbacks) return absl::UnimplementedError("fake: host callbacks off");
+    ++impl_->counters.host_callbacks;
+  }
+  impl_->StreamOf(stream).Push([fn, arg] { fn(arg); });
+  return absl::OkStatus();
+}
+
+void FakeGpuPlatform::DisableHostCallbacks() {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->no_host_callbacks = true;
+}
+
 FakeGpuPlatform::Counters FakeGpuPlatform::counters() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   Counters c = impl_->counters;
@@ -460,6 +477,10 @@ absl::Status FakeGpuPlatform::RecordEvent(int device, EventHandle event, StreamH
 
 absl::Status FakeGpuPlatform::StreamWaitEvent(int device, StreamHandle stream, EventHandle event) {
   std::shared_ptr<FakeEvent> e = impl_->EventOf(event);
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    ++impl_->counters.stream_waits;
+  }
   int64_t target = 0;
   {
     std::lock_guard<std::mutex> lock(e->mu);

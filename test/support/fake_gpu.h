@@ -57,6 +57,8 @@ class FakeGpuPlatform final : public ops::gpu::GpuPlatform {
 
   struct Counters {
     int64_t copy_launches = 0;    // EnqueueCopy calls with a non-empty plan
+    int64_t stream_waits = 0;     // StreamWaitEvent calls
+    int64_t host_callbacks = 0;   // EnqueueHostCallback calls that queued their callback
     int64_t collectives = 0;      // collectives enqueued on communicators
     int64_t allreduce_bytes = 0;  // bytes this rank put into allreduces (count * dtype size)
     int64_t communicators_created = 0;
@@ -72,6 +74,8 @@ class FakeGpuPlatform final : public ops::gpu::GpuPlatform {
   bool IsDeviceMemory(const void* p, int64_t bytes) const;
   // Makes every later Allocate fail with ResourceExhausted.
   void FailAllocations();
+  // Makes every later EnqueueHostCallback fail with Unimplemented (a platform without them).
+  void DisableHostCallbacks();
 
   // GpuPlatform.
   std::string name() const override { return "fake"; }
@@ -85,6 +89,8 @@ class FakeGpuPlatform final : public ops::gpu::GpuPlatform {
   absl::Status StreamWaitEvent(int device, ops::gpu::StreamHandle stream,
                                ops::gpu::EventHandle event) override;
   absl::StatusOr<bool> EventDone(int device, ops::gpu::EventHandle event) override;
+  absl::Status EnqueueHostCallback(int device, ops::gpu::StreamHandle stream, void (*fn)(void*),
+                                   void* arg) override;
   absl::StatusOr<void*> Allocate(int device, int64_t bytes) override;
   void Free(int device, void* ptr) override;
   absl::Status EnqueueCopy(int device, const ops::gpu::BatchedCopyPlan& plan,

@@ -351,6 +351,93 @@ TEST_CASE("Replanning into a used plan starts from scratch", "[batched_copy]") {
   CHECK(plan.bytes_written == 12);
 }
 
+bool SamePlan(const BatchedCopyPlan& a, const BatchedCopyPlan& b) {
+  if (a.scale != b.scale || a.num_entries != b.num_entries || a.bytes_read != b.bytes_read ||
+      a.bytes_written != b.bytes_written || a.chunks.size() != b.chunks.size() ||
+      a.origins.size() != b.origins.size()) {
+    return false;
+  }
+  for (size_t i = 0; i < a.chunks.size(); ++i) {
+    const CopyChunk& x = a.chunks[i];
+    const CopyChunk& y = b.chunks[i];
+    if (x.src != y.src || x.dst != y.dst || x.count != y.count || x.kind != y.kind) return false;
+    if (a.origins[i].entry != b.origins[i].entry ||
+        a.origins[i].element_offset != b.origins[i].element_offset) {
+      return false;
+    }
+  }
+  return true;
+}
+
+TEST_CASE("CopyPlanCache returns the plan of its inputs, planning only what it does not keep",
+          "[batched_copy]") {
+  const uint32_t seed = GENERATE(1u, 2u, 3u, 4u);
+  INFO("seed " << seed);
+  std::mt19937 rng(seed);
+  // A pool of batches, more than the cache keeps; some differ from another only in one
+  // pointer, one count or the scale.
+  struct Input {
+    std::vector<CopyEntry> entries;
+    double scale;
+  };
+  std::vector<Input> pool;
+  for (int b = 0; b < 12; ++b) {
+    Input in;
+    const int n = 1 + static_cast<int>(rng() % 5);
+    uintptr_t dst = 0x10000000;
+    for (int i = 0; i < n; ++i) {
+      const int64_t count = 1 + static_cast<int64_t>(rng() % 40000);
+      in.entries.push_back(Entry(0x100000 * (i + 1) + 0x40 * b, dst, count));
+      dst += static_cast<uintptr_t>(count) * 4 + 16;
+    }
+    in.scale = b % 3 == 0 ? 0.5 : 1.0;
+    pool.push_back(in);
+  }
+  pool.push_back(pool[1]);
+  pool.back().entries[0].num_elements += 1;
+  pool.push_back(pool[1]);
+  pool.back().scale = 0.25;
+  const PlanOptions options{4096, false};
+  CopyPlanCache cache(options, 4);
+  int64_t calls = 0;
+  std::vector<size_t> recent;  // the last distinct inputs used, most recent last
+  for (int step = 0; step < 300; ++step) {
+    // Mostly the last few inputs again (a training step's batches), sometimes another.
+    const size_t pick =
+        rng() % 4 != 0 && !recent.empty() ? recent[rng() % recent.size()] : rng() % pool.size();
+    const Input& in = pool[pick];
+    const int64_t hits_before = cache.hits();
+    const bool kept = std::find(recent.begin(), recent.end(), pick) != recent.end();
+    absl::StatusOr<const BatchedCopyPlan*> got = cache.Get(in.entries, in.scale);
+    ++calls;
+    REQUIRE(got.ok());
+    absl::StatusOr<BatchedCopyPlan> fresh = PlanBatchedCopy(in.entries, in.scale, options);
+    REQUIRE(fresh.ok());
+    INFO("step " << step << " input " << pick);
+    CHECK(SamePlan(**got, *fresh));
+    // The cache keeps exactly the 4 most recently used distinct inputs.
+    CHECK((cache.hits() == hits_before + 1) == kept);
+    std::erase(recent, pick);
+    recent.push_back(pick);
+    if (recent.size() > 4) recent.erase(recent.begin());
+  }
+  CHECK(cache.hits() + cache.misses() == calls);
+  CHECK(cache.hits() > 0);
+}
+
+TEST_CASE("CopyPlanCache keeps nothing for a bad input", "[batched_copy]") {
+  CopyPlanCache cache({65536, false}, 2);
+  const std::vector<CopyEntry> good = {Entry(0x100, 0x1000, 10)};
+  REQUIRE(cache.Get(good, 1.0).ok());
+  const std::vector<CopyEntry> bad = {CopyEntry{nullptr, FakeDst(0x1000), 4}};
+  CHECK(cache.Get(bad, 1.0).status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(cache.Get(bad, 1.0).status().code() == absl::StatusCode::kInvalidArgument);
+  absl::StatusOr<const BatchedCopyPlan*> again = cache.Get(good, 1.0);
+  REQUIRE(again.ok());
+  CHECK((*again)->chunks.size() == 1);
+  CHECK(cache.hits() == 1);
+}
+
 TEST_CASE("PackFusionLayout packs and aligns offsets", "[batched_copy]") {
   const std::vector<int64_t> counts = {3, 0, 5, 1};
   FusionLayout dense = PackFusionLayout(counts, DataType::kFloat32, 1);

@@ -302,6 +302,31 @@ TEST_CASE("GPU allreduce of one tensor runs in place with no fusion copy", "[run
   f.Report();
 }
 
+TEST_CASE("GPU batches complete through the device's host callback, or by polling without one",
+          "[runtime][gpu]") {
+  const bool callbacks = GENERATE(true, false);
+  Failures f;
+  RunGpuRanks(
+      2,
+      [&](GpuRank& me) {
+        if (!callbacks) me.gpu->DisableHostCallbacks();
+        for (int step = 0; step < 20; ++step) {
+          std::vector<float> v(8, static_cast<float>(me.rank + step));
+          OpRequest r = Op(OpType::kAllreduce, absl::StrCat("wake.", step % 3),
+                           DeviceTensor(*me.gpu, v, {8}, DataType::kFloat32));
+          auto h = me.runtime->Enqueue(r);
+          f.Check(h.ok() && me.runtime->Wait(*h).ok(), "allreduce");
+          f.Check(Read<float>(r.input.data, 8) == std::vector<float>(8, 1.0f + 2.0f * step),
+                  absl::StrCat("step ", step, ": sum over the ranks"));
+        }
+        const int64_t queued = me.gpu->counters().host_callbacks;
+        f.Check(callbacks ? queued >= 20 : queued == 0,
+                absl::StrCat(queued, " host callbacks queued for 20 batches"));
+      },
+      f);
+  f.Report();
+}
+
 TEST_CASE("GPU allgather, broadcast, alltoall and reducescatter give device outputs",
           "[runtime][gpu]") {
   const int n = GENERATE(2, 3);
@@ -509,6 +534,61 @@ TEST_CASE("GPU ops read their inputs only after the framework's stream produced 
         f.Check(me.runtime->Wait(*h).ok(), "wait");
         f.Check(Read<float>(data, 2) == std::vector<float>({3, 6}), "reduced the produced values");
         me.gpu->DestroyStream(0, *framework_stream);
+      },
+      f);
+  f.Report();
+}
+
+TEST_CASE("a GPU batch waits once per framework stream, on the event recorded last",
+          "[runtime][gpu]") {
+  constexpr int kTensors = 6;
+  Failures f;
+  RunGpuRanks(
+      2,
+      [&](GpuRank& me) {
+        // Two framework streams; tensor t comes from stream t % 2, written there only when the
+        // test lets the streams go. Each submission records its tensor's ready event after the
+        // write is queued, so the last event of a stream covers its earlier ones.
+        std::vector<ops::gpu::StreamHandle> streams;
+        for (int s = 0; s < 2; ++s) {
+          auto stream = me.gpu->CreateStream(0);
+          f.Check(stream.ok(), "stream");
+          if (!stream.ok()) return;
+          streams.push_back(*stream);
+        }
+        std::promise<void> go;
+        std::shared_future<void> ready = go.get_future().share();
+        std::vector<OpRequest> group;
+        for (int t = 0; t < kTensors; ++t) {
+          OpRequest r =
+              Op(OpType::kAllreduce, absl::StrCat("waits.", t),
+                 DeviceTensor(*me.gpu, std::vector<float>(3, -1.0f), {3}, DataType::kFloat32));
+          r.stream = streams[t % 2];
+          float* data = static_cast<float*>(r.input.data);
+          const float value = static_cast<float>((me.rank + 1) * (t + 1));
+          me.gpu->EnqueueHostWork(r.stream, [ready, data, value] {
+            ready.wait();
+            for (int i = 0; i < 3; ++i) data[i] = value;
+          });
+          group.push_back(r);
+        }
+        const int64_t waits_before = me.gpu->counters().stream_waits;
+        auto handles = me.runtime->EnqueueGroup(group);
+        f.Check(handles.ok(), handles.status().ToString());
+        if (!handles.ok()) return;
+        while (me.gpu->counters().collectives == 0) std::this_thread::yield();
+        f.Check(!*me.runtime->Poll(handles->back()), "not done before the inputs exist");
+        go.set_value();
+        for (Handle h : *handles) f.Check(me.runtime->Wait(h).ok(), "wait");
+        f.Check(me.gpu->counters().stream_waits - waits_before == 2,
+                absl::StrCat("stream waits: ", me.gpu->counters().stream_waits - waits_before,
+                             " for 2 framework streams"));
+        for (int t = 0; t < kTensors; ++t) {
+          // (1 + 2) * (t + 1) summed over the two ranks: the produced values, not -1.
+          f.Check(Read<float>(group[t].input.data, 3) == std::vector<float>(3, 3.0f * (t + 1)),
+                  absl::StrCat("tensor ", t, " reduced its produced values"));
+        }
+        for (ops::gpu::StreamHandle s : streams) me.gpu->DestroyStream(0, s);
       },
       f);
   f.Report();
