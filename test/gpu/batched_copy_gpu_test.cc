@@ -10,7 +10,6 @@
 // ops/cuda/batched_copy.cu).
 //
 // Exits 77 (ctest: skipped) with the reason when no CUDA device is visible.
-#define CATCH_CONFIG_RUNNER
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -28,6 +27,7 @@
 #include "ops/cuda/batched_copy.h"
 #include "ops/cuda/batched_copy_plan.h"
 #include "ops/cuda/batched_copy_reference.h"
+#include "test/support/catch_session.h"
 #include "test/support/random_copy_batch.h"
 
 namespace chorus::ops::gpu {
@@ -449,5 +449,5 @@ int main(int argc, char** argv) {
     std::printf("SKIPPED: %s\n", std::string(available.message()).c_str());
     return 77;
   }
-  return Catch::Session().run(argc, argv);
+  return chorus::testing::RunCatch(argc, argv);
 }

@@ -10,7 +10,6 @@
 // Without a CUDA device the binary checks the no-device contract instead (every call fails
 // with FailedPrecondition, nothing crashes, no CUDA error is left behind), then exits 77
 // (ctest: skipped) with the reason; it exits 1 if that contract is broken.
-#define CATCH_CONFIG_RUNNER
 #include "ops/gpu_platform.h"
 
 #include <atomic>
@@ -33,6 +32,7 @@
 #include "ops/cuda/batched_copy_plan.h"
 #include "ops/cuda/batched_copy_reference.h"
 #include "ops/cuda/cuda_platform.h"
+#include "test/support/catch_session.h"
 #include "test/support/random_copy_batch.h"
 
 namespace chorus::ops::gpu {
@@ -604,5 +604,5 @@ int main(int argc, char** argv) {
     std::printf("SKIPPED: %s\n", std::string(available.message()).c_str());
     return 77;
   }
-  return Catch::Session().run(argc, argv);
+  return chorus::testing::RunCatch(argc, argv);
 }

@@ -9,7 +9,6 @@
 // ranks is in test/unit/runtime_gpu_test.cc.
 //
 // Without a CUDA device the binary exits 77 (ctest: skipped) with the platform's reason.
-#define CATCH_CONFIG_RUNNER
 #include <atomic>
 #include <cstdio>
 #include <memory>
@@ -24,6 +23,7 @@
 #include "chorus/types.h"
 #include "ops/gpu_platform.h"
 #include "runtime/runtime.h"
+#include "test/support/catch_session.h"
 #include "test/support/fast_cycle_config.h"
 #include "test/support/in_process_fabric.h"
 
@@ -69,6 +69,10 @@ class CommunicatorCountingPlatform final : public GpuPlatform {
   absl::Status StreamWaitEvent(int device, ops::gpu::StreamHandle s,
                                ops::gpu::EventHandle e) override {
     return inner_->StreamWaitEvent(device, s, e);
+  }
+  absl::Status EnqueueHostCallback(int device, ops::gpu::StreamHandle stream, void (*fn)(void*),
+                                   void* arg) override {
+    return inner_->EnqueueHostCallback(device, stream, fn, arg);
   }
   absl::StatusOr<bool> EventDone(int device, ops::gpu::EventHandle e) override {
     return inner_->EventDone(device, e);
@@ -215,5 +219,5 @@ int main(int argc, char** argv) {
     std::printf("SKIPPED: %s\n", std::string(usable.message()).c_str());
     return 77;
   }
-  return Catch::Session().run(argc, argv);
+  return chorus::testing::RunCatch(argc, argv);
 }

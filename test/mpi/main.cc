@@ -2,14 +2,13 @@
 // tests are collective). Rank 0 prints the full console report; the other ranks use the compact
 // reporter (one line per failure plus a summary) unless -r was given. The exit code is the
 // worst over all ranks, so the job fails when any rank failed.
-#define CATCH_CONFIG_RUNNER
 #include <string>
 
-#include <catch2/catch.hpp>
 #include <mpi.h>
 
 #include "chorus/chorus.h"
 #include "ops/mpi/mpi_datatypes.h"
+#include "test/support/catch_session.h"
 
 int main(int argc, char** argv) {
   int provided = 0;
@@ -17,19 +16,11 @@ int main(int argc, char** argv) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 
-  Catch::Session session;
-  int result = session.applyCommandLine(argc, argv);
-  if (result == 0) {
-    if (rank != 0 && session.configData().reporterName == "console") {
-      session.configData().reporterName = "compact";
-    }
-    // mpirun forwards output through a pty: colour codes would litter logs.
-    if (session.configData().useColour == Catch::UseColour::Auto) {
-      session.configData().useColour = Catch::UseColour::No;
-    }
-    session.configData().name = "rank " + std::to_string(rank);
-    result = session.run();
-  }
+  chorus::testing::CatchRunOptions options;
+  options.name = "rank " + std::to_string(rank);
+  options.compact = rank != 0;
+  options.no_colour = true;  // mpirun forwards output through a pty: colour codes litter logs
+  const int result = chorus::testing::RunCatch(argc, argv, options);
 
   int worst = 0;
   MPI_Allreduce(&result, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);

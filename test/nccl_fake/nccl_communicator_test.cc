@@ -7,7 +7,6 @@
 //
 // Buffers registered with the fake print as "send+12"; a call whose extent runs past one prints
 // "(overflow)" and fails the exact comparisons below.
-#define CATCH_CONFIG_MAIN
 #include "ops/nccl/nccl_communicator.h"
 
 #include <algorithm>
