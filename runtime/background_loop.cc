@@ -1,8 +1,10 @@
 #include "runtime/background_loop.h"
 
 #include <pthread.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <optional>
 #include <utility>
 
@@ -11,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 
+#include "base/config_names.h"
 #include "base/logging.h"
 #include "base/status_macros.h"
 #include "base/timer_slack.h"
@@ -20,6 +23,30 @@
 #include "runtime/wire_codec.h"
 
 namespace chorus::runtime {
+namespace {
+
+// This rank's host as the others name it: the launcher's name for it (chorusrun and horovodrun
+// set CHORUS_HOSTNAME / HOROVOD_HOSTNAME: the -H name), else the machine's (gethostname: under
+// mpirun); "" when neither is known. Without the handshake's separators.
+std::string HostLabel() {
+  std::string label;
+  for (const char* name : {config_names::kHostname, "HOROVOD_HOSTNAME"}) {
+    const char* value = std::getenv(name);
+    if (value != nullptr && *value != '\0') {
+      label = value;
+      break;
+    }
+  }
+  if (label.empty()) {
+    char host[256] = {};
+    if (::gethostname(host, sizeof(host) - 1) == 0) label = host;
+  }
+  std::erase_if(label, [](char c) { return c == ',' || c == ';'; });
+  return label;
+}
+
+}  // namespace
+
 BackgroundLoop::BackgroundLoop(Config config, std::unique_ptr<Controller> controller,
                                SubmissionQueue* queue, EntryPool* entry_pool, SlotTable* slots,
                                ProcessSetRegistry* registry, HandleTable* handles,
@@ -96,11 +123,11 @@ void BackgroundLoop::ThreadMain(std::vector<std::vector<int32_t>> process_sets) 
   if (watchdog_ != nullptr) watchdog_->Disarm();  // no more calls to peers
   // Another rank shutting down (its process ending: an exception, an exit) shuts chorus down on
   // every rank; its ops here then fail saying so, rather than as if this process had asked.
-  queue_->CloseIfOpen(DescribeShutdown(shutdown_sent_, shutdown_ranks_, ""));
+  queue_->CloseIfOpen(DescribeShutdown(shutdown_sent_, shutdown_ranks_, host_names_, ""));
   // Every rank launched the same GPU batches: they complete before the communicators go.
   gpu_.reset();
   FailAllPending(absl::AbortedError(
-      DescribeShutdown(shutdown_sent_, shutdown_ranks_, " before this op completed")));
+      DescribeShutdown(shutdown_sent_, shutdown_ranks_, host_names_, " before this op completed")));
   timeline_->Finish();
   CHORUS_LOG(DEBUG) << "background loop done: " << counters_.cycles.load() << " cycles, "
                     << counters_.negotiation_rounds.load() << " negotiation rounds, "
@@ -320,22 +347,25 @@ absl::StatusOr<double> BackgroundLoop::EstimateClockOffset() {
 }
 
 absl::Status BackgroundLoop::GatherPlaces() {
-  const std::string mine = absl::StrCat(topology_.local_rank, ",", topology_.local_size, ",",
-                                        topology_.cross_rank, ",", topology_.cross_size);
+  const std::string mine =
+      absl::StrCat(topology_.local_rank, ",", topology_.local_size, ",", topology_.cross_rank, ",",
+                   topology_.cross_size, ",", HostLabel());
   std::vector<std::string> all;
   CHORUS_RETURN_IF_ERROR(controller_->GatherToRoot(mine, &all));
   std::string joined = absl::StrJoin(all, ";");  // rank 0's; empty elsewhere
   CHORUS_RETURN_IF_ERROR(controller_->BroadcastFromRoot(&joined));
   std::vector<ops::RankPlace> places;
+  host_names_.clear();
   for (absl::string_view place : absl::StrSplit(joined, ';')) {
     const std::vector<absl::string_view> n = absl::StrSplit(place, ',');
     ops::RankPlace p;
-    if (n.size() != 4 || !absl::SimpleAtoi(n[0], &p.local_rank) ||
+    if (n.size() != 5 || !absl::SimpleAtoi(n[0], &p.local_rank) ||
         !absl::SimpleAtoi(n[1], &p.local_size) || !absl::SimpleAtoi(n[2], &p.cross_rank) ||
         !absl::SimpleAtoi(n[3], &p.cross_size)) {
       return absl::InternalError(absl::StrCat("malformed rank places from rank 0: ", joined));
     }
     places.push_back(p);
+    host_names_.emplace_back(n[4]);
   }
   if (static_cast<int32_t>(places.size()) != topology_.size) {
     return absl::InternalError(absl::StrCat("rank 0 sent ", places.size(),

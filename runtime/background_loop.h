@@ -164,7 +164,8 @@ class BackgroundLoop {
   absl::Status AgreeNoProblem(const std::string& problem, const std::string& elsewhere);
   // This rank's wall clock minus rank 0's, in microseconds (median of a few barrier exits).
   absl::StatusOr<double> EstimateClockOffset();
-  // Every rank's local and cross numbers, to every rank: the hosts (hosts_).
+  // Every rank's local and cross numbers and host name, to every rank: the hosts (hosts_,
+  // host_names_).
   absl::Status GatherPlaces();
   absl::Status AddProcessSet(int32_t id, std::vector<int32_t> ranks);
   // Whether and how the set of these world ranks runs hierarchical collectives.
@@ -277,6 +278,9 @@ class BackgroundLoop {
   // Every world rank's host (ops::HostsOfRanks of the numbers gathered at the handshake), or
   // why those numbers do not describe hosts.
   absl::StatusOr<std::vector<int32_t>> hosts_ = std::vector<int32_t>();
+  // Every world rank's host name (HostLabel: the launcher's -H name, else the machine's), for
+  // messages; "" where unknown.
+  std::vector<std::string> host_names_;
   bool warned_flat_ = false;  // the one warning that a set runs flat despite the config
   SubmissionQueue* queue_;
   EntryPool* entry_pool_;

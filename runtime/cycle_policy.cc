@@ -41,11 +41,17 @@ std::string DescribeStall(const StallReport& report, const Config& config) {
 }
 
 std::string DescribeShutdown(bool requested_here, const std::vector<int>& ranks,
-                             absl::string_view suffix) {
+                             const std::vector<std::string>& host_names, absl::string_view suffix) {
   if (requested_here) return absl::StrCat("chorus was shut down", suffix);
-  const std::string who = ranks.empty()       ? "another rank"
-                          : ranks.size() == 1 ? absl::StrCat("rank ", ranks.front())
-                                              : absl::StrCat("ranks ", absl::StrJoin(ranks, ", "));
+  const auto rank_on_host = [&](std::string* out, int r) {
+    absl::StrAppend(out, r);
+    if (r >= 0 && static_cast<size_t>(r) < host_names.size() && !host_names[r].empty()) {
+      absl::StrAppend(out, " on ", host_names[r]);
+    }
+  };
+  const std::string who = ranks.empty() ? "another rank"
+                                        : absl::StrCat(ranks.size() == 1 ? "rank " : "ranks ",
+                                                       absl::StrJoin(ranks, ", ", rank_on_host));
   return absl::StrCat("chorus was shut down by ", who, suffix,
                       " (a rank whose process ends, by an exception or an exit, shuts chorus "
                       "down on every rank; chorusrun's last line names the rank that failed "

@@ -42,11 +42,12 @@ std::string DescribeStall(const StallReport& report, const Config& config);
 
 // Why this rank's pending ops fail when the runtime stops in a cycle that saw a shutdown:
 // "chorus was shut down" when this rank asked for it (`requested_here`), else "chorus was shut
-// down by rank 2" (by `ranks`, the ranks named in the cycle's flags; "another rank" when none is)
+// down by rank 2 on n3" (by `ranks`, the ranks named in the cycle's flags, with their hosts from
+// `host_names`, indexed by world rank, where it has them; "another rank" when none is named)
 // with a word on what that means. `suffix` goes before that word ("... before this op
 // completed (...)").
 std::string DescribeShutdown(bool requested_here, const std::vector<int>& ranks,
-                             absl::string_view suffix);
+                             const std::vector<std::string>& host_names, absl::string_view suffix);
 
 // Sleeps until the next cycle should start (Note [Cache bit vector] explains pending_after).
 // While this rank has ops pending (`pending_here`), the cycle time is a batching window for

@@ -11,8 +11,8 @@ void ChooseReadyWaits(absl::Span<const ReadyMark> marks, std::vector<size_t>* wa
   // A batch's tensors come from one stream or a few: a linear scan per stream.
   struct Group {
     const void* stream;
-    size_t last;       // the mark with the largest begin
-    bool covers_all;   // it was recorded after every other mark of the stream returned
+    size_t last;      // the mark with the largest begin
+    bool covers_all;  // it was recorded after every other mark of the stream returned
   };
   absl::InlinedVector<Group, 4> groups;
   for (size_t i = 0; i < marks.size(); ++i) {

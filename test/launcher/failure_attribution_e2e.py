@@ -2,7 +2,9 @@
 """Generated failures: a random rank of a 2- or 3-rank chorus.torch job dies of a random uncaught
 exception at a random step (test/launcher/failing_worker.py) while the others wait in an
 allreduce; chorusrun's last line must name that rank, its host and its exception every time, in
-MPI mode and with --gloo, although the ranks that fail because of it often exit first.
+MPI mode and with --gloo, although the ranks that fail because of it often exit first. A rank
+whose op failed because of it and that said so before chorusrun stopped it must name the same
+rank and its host: the -H name under --gloo (CHORUS_HOSTNAME), the machine's name under mpirun.
 
 Usage: failure_attribution_e2e.py --chorusrun PATH [--seeds A-B] [--python /usr/bin/python3]
 Prints one line per run; exits 1 if any run named the wrong rank (or none).
@@ -12,6 +14,7 @@ import argparse
 import os
 import random
 import re
+import socket
 import subprocess
 import sys
 
@@ -49,6 +52,7 @@ def main():
     opts = parser.parse_args()
     first, last = (int(x) for x in opts.seeds.split("-"))
     wrong = []
+    blaming = 0  # runs where a stopped rank named the failing one
     for seed in range(first, last + 1):
         s = schedule(seed)
         argv = [opts.chorusrun, "-np", str(s["np"]), "-H", "localhost:%d" % s["np"], s["mode"],
@@ -60,18 +64,26 @@ def main():
         want = expected_line(s)
         # A rank stopped by the failure that said so before it ended names the failing rank
         # (chorusrun may stop the others before they print anything).
-        blamed = set(re.findall(r"chorus was shut down by rank (\d+)", p.stderr))
-        ok = p.returncode == 1 and got == want and blamed <= {str(s["rank"])}
+        host = "localhost" if s["mode"] == "--gloo" else socket.gethostname()
+        blamed = set(re.findall(r"chorus was shut down by rank (\d+(?: on \S+)?)", p.stderr))
+        ok = (p.returncode == 1 and got == want and
+              blamed <= {"%d on %s" % (s["rank"], host)})
         print("seed %d: %s -np %d, rank %d raises %s at step %d: status %d, %s"
               % (seed, s["mode"], s["np"], s["rank"], s["kind"], s["step"], p.returncode,
                  "OK" if ok else "WRONG\n  want: %s\n  got:  %s\n  the others blamed: %s"
                  % (want, got, sorted(blamed))), flush=True)
+        blaming += 1 if blamed else 0
         if not ok:
             wrong.append(seed)
             print(p.stderr[-3000:], flush=True)
     runs = last - first + 1
-    print("failure_attribution_e2e: %d runs, %d named the failing rank, wrong: %s"
-          % (runs, runs - len(wrong), wrong), flush=True)
+    print("failure_attribution_e2e: %d runs, %d named the failing rank, wrong: %s; in %d the "
+          "stopped ranks named it and its host" % (runs, runs - len(wrong), wrong, blaming),
+          flush=True)
+    if blaming == 0 and runs >= 4:
+        print("failure_attribution_e2e: no stopped rank named the failing one in any run: the "
+              "survivors' message was not checked", flush=True)
+        sys.exit(1)
     sys.exit(1 if wrong else 0)
 
 

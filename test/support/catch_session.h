@@ -14,9 +14,9 @@
 namespace chorus::testing {
 
 struct CatchRunOptions {
-  std::string name;          // the run's name in the report ("" keeps the binary's)
-  bool compact = false;      // the compact reporter, unless -r chose one
-  bool no_colour = false;    // no colour codes, unless --use-colour asked for them
+  std::string name;        // the run's name in the report ("" keeps the binary's)
+  bool compact = false;    // the compact reporter, unless -r chose one
+  bool no_colour = false;  // no colour codes, unless --use-colour asked for them
 };
 
 // Parses the command line and runs the selected tests; Catch2's exit code (non-zero on a bad

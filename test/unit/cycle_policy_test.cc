@@ -71,16 +71,22 @@ TEST_CASE("A stall report with a shutdown time says when the op fails", "[cycle_
 }
 
 TEST_CASE("A shutdown names the ranks that asked for it, unless this rank did", "[cycle_policy]") {
-  CHECK(DescribeShutdown(true, {1}, " before this op completed") ==
+  const std::vector<std::string> hosts = {"n1", "n1", "n2", ""};
+  CHECK(DescribeShutdown(true, {1}, hosts, " before this op completed") ==
         "chorus was shut down before this op completed");
-  const std::string by_one = DescribeShutdown(false, {2}, " before this op completed");
-  CHECK(by_one.rfind("chorus was shut down by rank 2 before this op completed (a rank whose "
-                     "process ends",
+  const std::string by_one = DescribeShutdown(false, {2}, hosts, " before this op completed");
+  CHECK(by_one.rfind("chorus was shut down by rank 2 on n2 before this op completed (a rank "
+                     "whose process ends",
                      0) == 0);
   CHECK(by_one.find("chorusrun's last line names the rank that failed first)") !=
         std::string::npos);
-  CHECK(DescribeShutdown(false, {0, 3}, "").rfind("chorus was shut down by ranks 0, 3 (", 0) == 0);
-  CHECK(DescribeShutdown(false, {}, "").rfind("chorus was shut down by another rank (", 0) == 0);
+  // A rank without a known host (or beyond the list) is named alone.
+  CHECK(DescribeShutdown(false, {0, 3}, hosts, "")
+            .rfind("chorus was shut down by ranks 0 on n1, 3 (", 0) == 0);
+  CHECK(DescribeShutdown(false, {5}, hosts, "").rfind("chorus was shut down by rank 5 (", 0) == 0);
+  CHECK(DescribeShutdown(false, {2}, {}, "").rfind("chorus was shut down by rank 2 (", 0) == 0);
+  CHECK(DescribeShutdown(false, {}, hosts, "").rfind("chorus was shut down by another rank (", 0) ==
+        0);
 }
 
 }  // namespace

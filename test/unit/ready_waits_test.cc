@@ -31,7 +31,8 @@ std::vector<Record> Schedule(std::mt19937& rng, int n, int streams, int threads)
     if (open[t] < 0) {
       if (started == n) continue;
       Record r;
-      r.mark.stream = reinterpret_cast<const void*>(static_cast<uintptr_t>(0x100 + rng() % streams));
+      r.mark.stream =
+          reinterpret_cast<const void*>(static_cast<uintptr_t>(0x100 + rng() % streams));
       r.mark.begin = clock++;
       records.push_back(r);
       open[t] = static_cast<int>(records.size()) - 1;
