@@ -2,7 +2,8 @@
 
   1. small: N x 1 KiB float32 tensors per step. chorus.torch: allreduce_async_ of each (named,
      as DistributedOptimizer does), then synchronize of every handle. mpi4py: the same N
-     in-place comm.Allreduce calls in a Python loop.
+     in-place comm.Allreduce calls in a Python loop. And the same gradients as views into
+     buckets (as in 2: what DistributedOptimizer(gradient_as_bucket_view=True) does).
   2. resnet50: the 161 gradient tensors of torchvision's ResNet-50 (25.6 M float32).
      chorus.torch: allreduce_async_ of each in reverse order (the order backward produces
      them), then synchronize. mpi4py: in-place Allreduce of one contiguous buffer of the same
@@ -43,6 +44,33 @@ import torch
 import chorus.torch as hvd
 
 MIB = 1 << 20
+
+
+def bucket_views(shapes, names):
+    """Parameters of `shapes` whose .grad are views into DistributedOptimizer's persistent
+    buckets (chorus/torch/buckets.py, 25 MiB buckets)."""
+    from chorus.torch.buckets import GradientBuckets
+    params = [torch.nn.Parameter(torch.zeros(s)) for s in shapes]
+    for p in params:
+        p.grad = torch.zeros_like(p)
+    return GradientBuckets(params, {p: n for p, n in zip(params, names)}, 25)
+
+
+def allreduce_buckets(buckets):
+    """One in-place allreduce per bucket (the gradients as views: no copy)."""
+    handles = [hvd.allreduce_async_(b.flat, name=b.name, op=hvd.Sum) for b in buckets.buckets]
+    for h in handles:
+        hvd.synchronize(h)
+
+
+def check_buckets(comm, buckets):
+    """One bucket step on ones must give size everywhere; then zeros."""
+    for b in buckets.buckets:
+        b.flat.fill_(1.0)
+    allreduce_buckets(buckets)
+    assert all(float(b.flat[-1]) == comm.Get_size() for b in buckets.buckets)
+    for b in buckets.buckets:
+        b.flat.zero_()
 
 
 def resnet50_shapes():
@@ -94,12 +122,16 @@ class SmallCase:
         self.tensors = [torch.ones(nbytes // 4) for _ in range(count)]
         self.arrays = [t.numpy() for t in self.tensors]
         self.names = ["small.%d" % i for i in range(count)]
+        self.buckets = bucket_views([t.shape for t in self.tensors], self.names)
 
     def chorus_step(self):
         handles = [hvd.allreduce_async_(t, name=nm, op=hvd.Sum)
                    for t, nm in zip(self.tensors, self.names)]
         for h in handles:
             hvd.synchronize(h)
+
+    def bucket_step(self):
+        allreduce_buckets(self.buckets)
 
     def raw_steps(self):
         def step():
@@ -115,6 +147,7 @@ class SmallCase:
         assert all(float(t[0]) == self.comm.Get_size() for t in self.tensors)
         for t in self.tensors:
             t.zero_()
+        check_buckets(self.comm, self.buckets)
 
 
 # Raw MPI configurations for the ResNet-50 bytes: one Allreduce per piece of this many MiB
@@ -138,12 +171,7 @@ class Resnet50Case:
         self.flat = np.zeros(self.total, dtype=np.float32)
         self.names = ["resnet50.grad.%d" % i for i in range(len(self.tensors))]
         self.order = list(reversed(range(len(self.tensors))))
-        # Parameters whose .grad are views into DistributedOptimizer's buckets.
-        from chorus.torch.buckets import GradientBuckets
-        params = [torch.nn.Parameter(torch.zeros(t.shape)) for t in self.tensors]
-        for p in params:
-            p.grad = torch.zeros_like(p)
-        self.buckets = GradientBuckets(params, {p: n for p, n in zip(params, self.names)}, 25)
+        self.buckets = bucket_views([t.shape for t in self.tensors], self.names)
 
     def chorus_step(self):
         handles = [hvd.allreduce_async_(self.tensors[i], name=self.names[i], op=hvd.Sum)
@@ -153,10 +181,7 @@ class Resnet50Case:
 
     def bucket_step(self):
         """The gradients as views into buckets: one in-place allreduce per bucket."""
-        handles = [hvd.allreduce_async_(b.flat, name=b.name, op=hvd.Sum)
-                   for b in self.buckets.buckets]
-        for h in handles:
-            hvd.synchronize(h)
+        allreduce_buckets(self.buckets)
 
     def raw_steps(self):
         arrays = [self.tensors[i].numpy() for i in self.order]
@@ -184,12 +209,7 @@ class Resnet50Case:
         assert all(float(t.reshape(-1)[0]) == self.comm.Get_size() for t in self.tensors)
         for t in self.tensors:
             t.zero_()
-        for b in self.buckets.buckets:
-            b.flat.fill_(1.0)
-        self.bucket_step()
-        assert all(float(b.flat[-1]) == self.comm.Get_size() for b in self.buckets.buckets)
-        for b in self.buckets.buckets:
-            b.flat.zero_()
+        check_buckets(self.comm, self.buckets)
 
 
 def time_raw(comm, cases, steps, warmup):
@@ -245,9 +265,8 @@ def main(argv=None):
         assert hvd.rank() == comm.Get_rank() and hvd.size() == comm.Get_size()
         for case in cases:
             case.check_chorus()
-        steps = [case.chorus_step for case in cases]
-        if not args.skip_resnet50:
-            steps.append(cases[1].bucket_step)
+        # Per case: the per-tensor path, then the bucket views (steps[2k], steps[2k + 1]).
+        steps = [step for case in cases for step in (case.chorus_step, case.bucket_step)]
         chorus_rounds.append(timed(comm, steps, args.steps, args.warmup))
         hvd.shutdown()
         raws.append(time_raw(comm, cases, args.steps, args.warmup))
@@ -271,19 +290,24 @@ def main(argv=None):
     say("  mpi4py Allreduce loop:                     %8.3f ms/step  (%6.2f us/tensor; "
         "CPU %5.2f us/tensor/rank)" % (t_m.wall * 1e3, t_m.wall * 1e6 / n, t_m.cpu * 1e6 / n))
     say("  chorus.torch / mpi4py loop = %s" % median_ratio(ratios))
+    t_b = chorus[1]
+    say("  chorus.torch, gradients as bucket views (%d bucket(s), in place): %8.3f ms/step  "
+        "(%6.2f us/tensor)" % (len(small.buckets.buckets), t_b.wall * 1e3, t_b.wall * 1e6 / n))
+    say("  bucket views / mpi4py loop = %s"
+        % median_ratio([c[1].wall / raw[label].wall for c, raw in rounds]))
 
     if not args.skip_resnet50:
         resnet = cases[1]
         nbytes = resnet.nbytes
         labels = [label for label, _ in resnet.raw_steps()]
         fastest = [min(labels, key=lambda lb: raw[lb].wall) for _, raw in rounds]
-        ratios = [chorus[1].wall / raw[best].wall for (chorus, raw), best in zip(rounds, fastest)]
-        per_tensor = [chorus[1].wall / raw[PER_TENSOR_LABEL].wall for chorus, raw in rounds]
+        ratios = [chorus[2].wall / raw[best].wall for (chorus, raw), best in zip(rounds, fastest)]
+        per_tensor = [chorus[2].wall / raw[PER_TENSOR_LABEL].wall for chorus, raw in rounds]
         mid = sorted(range(len(ratios)), key=ratios.__getitem__)[len(ratios) // 2]
         (chorus, raw), best = rounds[mid], fastest[mid]
         say("resnet50: %d gradient tensors, %.1f MiB float32 (each line: the median round)"
             % (len(resnet.tensors), nbytes / MIB))
-        t_c = chorus[1]
+        t_c = chorus[2]
         say("  chorus.torch allreduce_async_ (reverse order): %8.2f ms/step  (%6.2f GB/s)"
             % (t_c.wall * 1e3, nbytes / t_c.wall / 1e9))
         for lb in labels:
@@ -291,13 +315,13 @@ def main(argv=None):
                                                         nbytes / raw[lb].wall / 1e9))
         say("  chorus.torch / fastest raw (%s) = %s" % (best, median_ratio(ratios)))
         say("  chorus.torch / per-tensor raw on the same tensors = %s" % median_ratio(per_tensor))
-        t_b = chorus[2]
+        t_b = chorus[3]
         say("  chorus.torch, gradients as bucket views (%d buckets, in place): %8.2f ms/step  "
             "(%6.2f GB/s)" % (len(resnet.buckets.buckets), t_b.wall * 1e3, nbytes / t_b.wall / 1e9))
-        views = [c[2].wall / c[1].wall for c, _ in rounds]
+        views = [c[3].wall / c[2].wall for c, _ in rounds]
         say("  bucket views / copying path (per-tensor allreduce_async_) = %s"
             % median_ratio(views))
-        best_views = [c[2].wall / raw[b].wall for (c, raw), b in zip(rounds, fastest)]
+        best_views = [c[3].wall / raw[b].wall for (c, raw), b in zip(rounds, fastest)]
         say("  bucket views / fastest raw = %s" % median_ratio(best_views))
 
 
