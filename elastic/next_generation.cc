@@ -61,8 +61,10 @@ class Decider {
       s_.discovered = *e.discovered;
       s_.discovered_once = true;
     }
-    if (rules_.fixed && !s_.failure_report && !e.failure_reports.empty()) {
-      s_.failure_report = e.failure_reports.front();
+    if (rules_.fixed) {
+      for (const FailureReport& report : e.failure_reports) {
+        ChooseFailureReport(&s_.failure_report, report);
+      }
     }
     HandleEnds(e.ends);
     HandleSilent(e.silent);

@@ -14,8 +14,18 @@ constexpr int kMaxSignal = 64;
 }  // namespace
 
 std::string DescribeFailureReport(const FailureReport& report, const std::string& host) {
-  return absl::StrCat("rank ", report.rank, host.empty() ? "" : absl::StrCat(" on ", host),
-                      " raised ", report.exception);
+  const std::string who =
+      absl::StrCat("rank ", report.rank, host.empty() ? "" : absl::StrCat(" on ", host));
+  if (report.named_by_other) {
+    return absl::StrCat(who,
+                        " ended while the other ranks ran ops (their ops failed: chorus was shut "
+                        "down by it)");
+  }
+  return absl::StrCat(who, " raised ", report.exception);
+}
+
+void ChooseFailureReport(std::optional<FailureReport>* chosen, const FailureReport& next) {
+  if (!chosen->has_value() || ((*chosen)->named_by_other && !next.named_by_other)) *chosen = next;
 }
 
 std::string SignalName(int sig) {

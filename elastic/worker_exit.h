@@ -16,6 +16,7 @@
 #ifndef CHORUS_ELASTIC_WORKER_EXIT_H_
 #define CHORUS_ELASTIC_WORKER_EXIT_H_
 
+#include <optional>
 #include <string>
 
 namespace chorus::elastic {
@@ -52,17 +53,28 @@ ExitVerdict ClassifyExit(const WorkerExit& exit, bool remote);
 // "exited with code 3", "killed by SIGKILL".
 std::string DescribeExit(const WorkerExit& exit);
 
-// A rank that reported dying of an uncaught exception (launcher/failure_report.h reads the
-// report from its output): the cause of a job's failure, whichever worker exited first.
+// The cause of a job's failure, whichever worker exited first (launcher/failure_report.h reads
+// it from the workers' output): a rank that reported dying of an uncaught exception, or, where
+// no rank did, a rank that another rank's failed op named as having shut chorus down (it ended
+// by an exit, a signal or a return while the others still ran ops).
 struct FailureReport {
   int rank = 0;
-  std::string exception;  // "ValueError: bad batch"
+  std::string exception;  // "ValueError: bad batch"; empty for a shutdown named by another rank
+  // Named by another rank's failed op ("chorus was shut down by rank 2 ..."), not by its own
+  // report.
+  bool named_by_other = false;
 
   friend bool operator==(const FailureReport&, const FailureReport&) = default;
 };
 
-// "rank 1 on n2 raised ValueError: bad batch" (without " on ..." when `host` is empty).
+// "rank 1 on n2 raised ValueError: bad batch" (without " on ..." when `host` is empty); "rank 2
+// on n3 ended while the other ranks ran ops (their ops failed: chorus was shut down by it)" for
+// a report named by another rank.
 std::string DescribeFailureReport(const FailureReport& report, const std::string& host);
+
+// Keeps in `*chosen` the report that names the cause best: the first rank's own report, else the
+// first one named by another rank. `next` comes after every report offered before.
+void ChooseFailureReport(std::optional<FailureReport>* chosen, const FailureReport& next);
 
 // "9 (Killed)": a signal's number and description, for messages.
 std::string SignalName(int sig);

@@ -8,7 +8,11 @@
 // Its shutdown then fails the other ranks' pending ops, and they may exit before it does, so
 // the first worker to exit is often not the one that failed. chorusrun reads these lines back
 // from the workers' output (tagged by mpirun in MPI mode, per worker in --gloo mode) and names
-// the first rank that reported, with its exception, in the job's last line.
+// the first rank that reported, with its exception, in the job's last line. A rank that ends
+// otherwise (sys.exit, a signal, returning early) writes no report, but the other ranks' failed
+// ops name it ("chorus was shut down by rank 2 on n3 before this op completed"): where no rank
+// reported, chorusrun names the first rank named so (elastic/worker_exit.h's
+// ChooseFailureReport).
 //
 // Thread-safety: thread-compatible.
 #ifndef CHORUS_LAUNCHER_FAILURE_REPORT_H_
@@ -29,12 +33,14 @@ namespace chorus::launcher {
 
 using elastic::FailureReport;
 
-// The report a line of a worker's stderr carries (without chorusrun's or mpirun's tag), if any.
+// The report a line of a worker's stderr carries (without chorusrun's or mpirun's tag), if any:
+// its own (the rank in it is the writer's), or a rank it names as having shut chorus down
+// (named_by_other; ranks below 32 only, as the runtime names them).
 std::optional<FailureReport> ParseFailureReport(absl::string_view line);
 
 // An OutputSink that passes everything to `inner` and collects the failure reports in the
-// stderr of its workers, in arrival order; a report's rank is the index its worker writes
-// under (its rank in the generation), not the one in the line.
+// stderr of its workers, in arrival order; an own report's rank is the index its worker writes
+// under (its rank in the generation), not the one in the line; a named one's is the line's.
 class FailureReportSink final : public OutputSink {
  public:
   FailureReportSink(std::unique_ptr<OutputSink> inner, std::vector<FailureReport>* reports)

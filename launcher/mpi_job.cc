@@ -132,7 +132,7 @@ int RunMpirun(const LaunchOptions& o, const MpirunJob& job, const std::string& p
         if (end.reports.empty()) first_report = absl::Now();
         end.reports.push_back(*std::move(report));
       } else if (std::optional<FailureReport> failure = ParseFailureReport(line.rank_text())) {
-        failure->rank = *line.rank;
+        if (!failure->named_by_other) failure->rank = *line.rank;  // its own report
         end.failure_reports.push_back(*std::move(failure));
       }
     }

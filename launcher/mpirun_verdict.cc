@@ -37,10 +37,13 @@ MpirunVerdict JudgeMpirunJob(const MpirunJobEnd& end) {
     }
   }
   if (!stopped && end.reports.empty() && !end.failure_reports.empty()) {
-    // A rank that died of an exception: the cause, whichever rank mpirun saw exit first.
-    const FailureReport& first = end.failure_reports.front();
-    const bool placed = end.host_of_rank && first.rank < static_cast<int>(end.host_of_rank->size());
-    cause = DescribeFailureReport(first, placed ? (*end.host_of_rank)[first.rank] : "");
+    // A rank that died of an exception (or that the others name as having shut chorus down):
+    // the cause, whichever rank mpirun saw exit first.
+    std::optional<FailureReport> chosen;
+    for (const FailureReport& report : end.failure_reports) ChooseFailureReport(&chosen, report);
+    const bool placed =
+        end.host_of_rank && chosen->rank < static_cast<int>(end.host_of_rank->size());
+    cause = DescribeFailureReport(*chosen, placed ? (*end.host_of_rank)[chosen->rank] : "");
   }
   verdict.status = child.status;
   if (child.status != 0) {

@@ -1,11 +1,14 @@
-"""A training loop in which one rank dies of an uncaught exception (failure_attribution_e2e.py).
+"""A training loop in which one rank fails (failure_attribution_e2e.py).
 
 Usage: failing_worker.py RANK STEP KIND MESSAGE
-Every rank runs allreduces step after step; rank RANK raises KIND(MESSAGE) at step STEP (KIND:
-a builtin exception's name, or Custom for an exception class of this script). The others are in
-or about to enter an allreduce that can never complete: they fail because of it.
+Every rank runs allreduces step after step; at step STEP rank RANK raises KIND(MESSAGE) (KIND:
+a builtin exception's name, or Custom for an exception class of this script), or ends with
+sys.exit(3) (KIND exit) or kills itself with SIGKILL (KIND kill). The others are in or about to
+enter an allreduce that can never complete: they fail because of it.
 """
 
+import os
+import signal
 import sys
 
 import torch
@@ -23,6 +26,10 @@ def main():
     x = torch.ones(16)
     for s in range(1000):
         if hvd.rank() == failing and s == step:
+            if kind == "exit":
+                sys.exit(3)
+            if kind == "kill":
+                os.kill(os.getpid(), signal.SIGKILL)
             raise (Custom if kind == "Custom" else getattr(__builtins__, kind))(message)
         x = hvd.allreduce(x, name="step", op=hvd.Average)
     print("failing_worker: rank %d finished without the failure" % hvd.rank(), flush=True)

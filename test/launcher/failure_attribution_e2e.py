@@ -1,8 +1,9 @@
 #!/usr/bin/python3
-"""Generated failures: a random rank of a 2- or 3-rank chorus.torch job dies of a random uncaught
-exception at a random step (test/launcher/failing_worker.py) while the others wait in an
-allreduce; chorusrun's last line must name that rank, its host and its exception every time, in
-MPI mode and with --gloo, although the ranks that fail because of it often exit first. A rank
+"""Generated failures: a random rank of a 2- or 3-rank chorus.torch job fails at a random step
+(test/launcher/failing_worker.py) while the others wait in an allreduce: it dies of a random
+uncaught exception, ends with sys.exit(3) or is killed by SIGKILL. chorusrun's last line must
+name that rank and its host every time (and the exception, for an exception), in MPI mode and
+with --gloo, although the ranks that fail because of it often exit first. A rank
 whose op failed because of it and that said so before chorusrun stopped it must name the same
 rank and its host: the -H name under --gloo (CHORUS_HOSTNAME), the machine's name under mpirun.
 
@@ -19,7 +20,7 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-KINDS = ["RuntimeError", "ValueError", "KeyError", "ZeroDivisionError", "Custom"]
+KINDS = ["RuntimeError", "ValueError", "KeyError", "ZeroDivisionError", "Custom", "exit", "kill"]
 WORDS = ["bad", "batch", "nan", "loss", "shard", "missing", "step", "grad"]
 
 
@@ -37,11 +38,23 @@ def schedule(seed):
 
 
 def expected_line(s):
+    """The last line chorusrun must print, or a pattern of it (exit and kill: the failing rank
+    is named, by its own end or by the other ranks' failed ops, whichever chorusrun saw first)."""
+    if s["kind"] in ("exit", "kill"):
+        prefix = ("chorusrun: job failed: " if s["mode"] == "--gloo"
+                  else r"chorusrun: job failed \(mpirun exit status \d+\): ")
+        return re.compile(prefix + r"rank %d on localhost (exited with code 3|killed by "
+                          r"SIGKILL|was killed by signal 9|ended while the other ranks ran ops)"
+                          % s["rank"])
     text = repr(s["message"]) if s["kind"] == "KeyError" else s["message"]  # str(KeyError(m))
     cause = "rank %d on localhost raised %s: %s" % (s["rank"], s["kind"], text)
     if s["mode"] == "--gloo":
         return "chorusrun: job failed: " + cause
     return "chorusrun: job failed (mpirun exit status 1): " + cause
+
+
+def matches(want, got):
+    return want.match(got) is not None if isinstance(want, re.Pattern) else got == want
 
 
 def main():
@@ -66,12 +79,13 @@ def main():
         # (chorusrun may stop the others before they print anything).
         host = "localhost" if s["mode"] == "--gloo" else socket.gethostname()
         blamed = set(re.findall(r"chorus was shut down by rank (\d+(?: on \S+)?)", p.stderr))
-        ok = (p.returncode == 1 and got == want and
+        status_ok = p.returncode != 0 if s["kind"] in ("exit", "kill") else p.returncode == 1
+        ok = (status_ok and matches(want, got) and
               blamed <= {"%d on %s" % (s["rank"], host)})
-        print("seed %d: %s -np %d, rank %d raises %s at step %d: status %d, %s"
+        print("seed %d: %s -np %d, rank %d fails (%s) at step %d: status %d, %s"
               % (seed, s["mode"], s["np"], s["rank"], s["kind"], s["step"], p.returncode,
                  "OK" if ok else "WRONG\n  want: %s\n  got:  %s\n  the others blamed: %s"
-                 % (want, got, sorted(blamed))), flush=True)
+                 % (getattr(want, "pattern", want), got, sorted(blamed))), flush=True)
         blaming += 1 if blamed else 0
         if not ok:
             wrong.append(seed)

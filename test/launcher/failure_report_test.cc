@@ -29,6 +29,49 @@ TEST_CASE("A failure report line is parsed; anything else is not", "[launcher][f
   CHECK(elastic::DescribeFailureReport({3, "E"}, "") == "rank 3 raised E");
 }
 
+TEST_CASE("A rank named by another's failed op is a report named by another rank",
+          "[launcher][failure_report]") {
+  for (const char* line :
+       {"chorus.common.exceptions.HorovodInternalError: allreduce of 'step' failed: chorus was "
+        "shut down by rank 2 on n3 before this op completed (a rank whose process ends, ...)",
+        "chorus was shut down by rank 2 before this op completed",
+        "ChorusError: chorus was shut down by rank 2 (a rank whose ...)",
+        "chorus was shut down by rank 2"}) {
+    std::optional<FailureReport> r = ParseFailureReport(line);
+    INFO(line);
+    REQUIRE(r.has_value());
+    CHECK(r->rank == 2);
+    CHECK(r->named_by_other);
+    CHECK(r->exception.empty());
+  }
+  for (const char* line : {"chorus was shut down by ranks 0, 3 (a rank whose ...)",
+                           "chorus was shut down by another rank (a rank whose ...)",
+                           "chorus was shut down before this op completed",
+                           "chorus was shut down by rank 2x", "chorus was shut down by rank "}) {
+    INFO(line);
+    CHECK_FALSE(ParseFailureReport(line).has_value());
+  }
+  FailureReport named{2, "", true};
+  CHECK(elastic::DescribeFailureReport(named, "n3") ==
+        "rank 2 on n3 ended while the other ranks ran ops (their ops failed: chorus was shut "
+        "down by it)");
+}
+
+TEST_CASE("ChooseFailureReport keeps the first own report, else the first named one",
+          "[launcher][failure_report]") {
+  const FailureReport named1{1, "", true}, named2{2, "", true}, own0{0, "E: x"}, own2{2, "F"};
+  std::optional<FailureReport> chosen;
+  elastic::ChooseFailureReport(&chosen, named1);
+  CHECK(chosen == named1);
+  elastic::ChooseFailureReport(&chosen, named2);
+  CHECK(chosen == named1);
+  elastic::ChooseFailureReport(&chosen, own0);
+  CHECK(chosen == own0);
+  elastic::ChooseFailureReport(&chosen, own2);
+  elastic::ChooseFailureReport(&chosen, named2);
+  CHECK(chosen == own0);
+}
+
 class Recorder final : public OutputSink {
  public:
   void Write(int index, OutputStream stream, absl::string_view bytes) override {
@@ -55,6 +98,12 @@ TEST_CASE("FailureReportSink passes every byte on and collects reports from stde
   CHECK(reports.size() == 1);
   sink.Close(0, OutputStream::kStderr);
   CHECK(reports == std::vector<FailureReport>{{2, "RuntimeError: x"}, {0, "Custom"}});
+  // A line naming another rank keeps that rank.
+  sink.Write(1, OutputStream::kStderr, "E: chorus was shut down by rank 0 on h before this\n");
+  CHECK(reports.back() == FailureReport{0, "", true});
+  CHECK(recorder->text.find("1e:E: chorus was shut down by rank 0 on h before this\n") !=
+        std::string::npos);
+  recorder->text.erase(recorder->text.find("1e:E: chorus was shut"));
   CHECK(recorder->text ==
         "2e:Traceback\nchorus: rank 0 failed (uncau"
         "1o:chorus: rank 1 failed (uncaught exception): E\n"
