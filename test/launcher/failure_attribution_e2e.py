@@ -41,11 +41,15 @@ def expected_line(s):
     """The last line chorusrun must print, or a pattern of it (exit and kill: the failing rank
     is named, by its own end or by the other ranks' failed ops, whichever chorusrun saw first)."""
     if s["kind"] in ("exit", "kill"):
-        prefix = ("chorusrun: job failed: " if s["mode"] == "--gloo"
-                  else r"chorusrun: job failed \(mpirun exit status \d+\): ")
-        return re.compile(prefix + r"rank %d on localhost (exited with code 3|killed by "
-                          r"SIGKILL|was killed by signal 9|ended while the other ranks ran ops)"
-                          % s["rank"])
+        if s["mode"] == "--gloo":
+            prefix = "chorusrun: job failed: "
+            mpirun = ""
+        else:
+            # A killed rank under mpirun: mpirun's own words name it.
+            prefix = r"chorusrun: job failed \(mpirun exit status \d+\): "
+            mpirun = r"|rank %d with PID \d+ on node \S+ exited on signal 9 \(Killed\)" % s["rank"]
+        return re.compile(prefix + r"(rank %d on localhost (exited with code 3|killed by SIGKILL|"
+                          r"ended while the other ranks ran ops)%s)" % (s["rank"], mpirun))
     text = repr(s["message"]) if s["kind"] == "KeyError" else s["message"]  # str(KeyError(m))
     cause = "rank %d on localhost raised %s: %s" % (s["rank"], s["kind"], text)
     if s["mode"] == "--gloo":
