@@ -380,7 +380,7 @@ absl::Status FakeGpuPlatform::EnqueueHostCallback(int device, StreamHandle strea
     if (impl_->no_host_callbacks) return absl::UnimplementedError("fake: host callbacks off");
     ++impl_->counters.host_callbacks;
   }
-  impl_->StreamOf(stream).Push([fn, arg] { fn(arg); });
+  EnqueueHostWork(stream, [fn, arg] { fn(arg); });
   return absl::OkStatus();
 }
 
