@@ -24,7 +24,7 @@ import tempfile
 
 # Each rank prints the cores its background thread may run on.
 REPORT = r'''
-import os, time, chorus.numpy as hvd
+import os, time, numpy, chorus.numpy as hvd
 hvd.init()
 
 def loop_thread_cores():
@@ -43,8 +43,10 @@ def loop_thread_cores():
             continue
     return None, names
 
-# The loop thread is named and pinned before init returns; a scan that misses it once (seen
-# once in MPI mode) is repeated for a while, and the names seen are printed if it never shows.
+# The loop thread is named and pinned before init returns. Every rank scans before any rank
+# shuts down (a shutdown on one rank ends the loop on all: a rank that scanned late once found
+# its loop thread gone); a scan that misses it is repeated for a while, and the names seen are
+# printed if it never shows.
 deadline = time.monotonic() + 10
 cores, names = loop_thread_cores()
 while cores is None and time.monotonic() < deadline:
@@ -53,6 +55,7 @@ while cores is None and time.monotonic() < deadline:
 print(f'AFFINITY {hvd.rank()} {cores}', flush=True)
 if cores is None:
     print(f'THREADS {hvd.rank()} {names}', flush=True)
+hvd.allreduce(numpy.zeros(1), name='scanned')
 hvd.shutdown()
 '''
 INIT = 'import chorus.numpy as hvd; hvd.init(); hvd.shutdown()'
