@@ -29,9 +29,6 @@
 namespace chorus::bench {
 namespace {
 
-constexpr int64_t kKiB = 1024;
-constexpr int64_t kMiB = 1024 * kKiB;
-
 // The grid: chorus's default of each knob and values on either side of it, spread over the
 // ranges autotune searches (runtime/autotune/knob_space.h).
 constexpr int64_t kFusionThresholds[] = {256 * kKiB, 1 * kMiB, 16 * kMiB, 128 * kMiB};

@@ -33,6 +33,9 @@
 
 namespace chorus::bench {
 
+inline constexpr int64_t kKiB = 1024;
+inline constexpr int64_t kMiB = 1024 * kKiB;
+
 // A pseudo-random integer in [0, 64) for global element index `g`: distinct tensors and
 // offsets get distinct patterns, so a result routed to the wrong place is caught.
 inline float Pattern(int64_t g) {

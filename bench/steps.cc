@@ -29,7 +29,6 @@
 namespace chorus::bench {
 namespace {
 
-constexpr int64_t kMiB = int64_t{1} << 20;
 constexpr int64_t kChunkSizes[] = {1 * kMiB, 2 * kMiB, 4 * kMiB, 8 * kMiB, 16 * kMiB, 32 * kMiB};
 
 // One timed configuration.

@@ -26,6 +26,7 @@
 #include "absl/time/time.h"
 
 #include "base/config_names.h"
+#include "base/shortest_double.h"
 #include "base/status_macros.h"
 
 namespace chorus::runtime {
@@ -90,18 +91,6 @@ bool ParseBool(absl::string_view text, bool* out) {
 
 std::string FormatBool(bool value) { return value ? "true" : "false"; }
 
-// Renders a double in the fewest significant digits that SimpleAtod reads back exactly.
-std::string FormatDouble(double value) {
-  char buffer[32];
-  for (int precision = 6; precision < 17; ++precision) {
-    std::snprintf(buffer, sizeof(buffer), "%.*g", precision, value);
-    double back = 0;
-    if (absl::SimpleAtod(buffer, &back) && back == value) return buffer;
-  }
-  std::snprintf(buffer, sizeof(buffer), "%.17g", value);
-  return buffer;
-}
-
 constexpr int64_t kInt64Max = INT64_MAX;
 constexpr int64_t kMinPipelineChunkBytes = 4096;
 constexpr int64_t kMaxCacheCapacity = int64_t{1} << 20;
@@ -125,7 +114,7 @@ const Variable kVariables[] = {
      [](absl::string_view text, Config* c) {
        return ParseDuration(text, absl::Milliseconds(1), /*allow_zero=*/false, &c->cycle_time);
      },
-     [](const Config& c) { return FormatDouble(absl::ToDoubleMilliseconds(c.cycle_time)); }},
+     [](const Config& c) { return ShortestDouble(absl::ToDoubleMilliseconds(c.cycle_time)); }},
     {config_names::kCacheCapacity,
      {"HOROVOD_CACHE_CAPACITY", nullptr},
      "expected an integer number of entries in [0, 1048576]",
@@ -177,7 +166,7 @@ const Variable kVariables[] = {
      [](absl::string_view text, Config* c) {
        return ParseDuration(text, absl::Seconds(1), /*allow_zero=*/true, &c->gpu_op_timeout);
      },
-     [](const Config& c) { return FormatDouble(absl::ToDoubleSeconds(c.gpu_op_timeout)); }},
+     [](const Config& c) { return ShortestDouble(absl::ToDoubleSeconds(c.gpu_op_timeout)); }},
     {config_names::kStallCheckTimeSeconds,
      {"HOROVOD_STALL_CHECK_TIME_SECONDS", nullptr},
      "expected a positive number of seconds",
@@ -185,7 +174,7 @@ const Variable kVariables[] = {
      [](absl::string_view text, Config* c) {
        return ParseDuration(text, absl::Seconds(1), /*allow_zero=*/false, &c->stall_warning_time);
      },
-     [](const Config& c) { return FormatDouble(absl::ToDoubleSeconds(c.stall_warning_time)); }},
+     [](const Config& c) { return ShortestDouble(absl::ToDoubleSeconds(c.stall_warning_time)); }},
     {config_names::kStallShutdownTimeSeconds,
      {"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", nullptr},
      "expected a non-negative number of seconds (0 = never)",
@@ -193,7 +182,7 @@ const Variable kVariables[] = {
      [](absl::string_view text, Config* c) {
        return ParseDuration(text, absl::Seconds(1), /*allow_zero=*/true, &c->stall_shutdown_time);
      },
-     [](const Config& c) { return FormatDouble(absl::ToDoubleSeconds(c.stall_shutdown_time)); }},
+     [](const Config& c) { return ShortestDouble(absl::ToDoubleSeconds(c.stall_shutdown_time)); }},
     {config_names::kStallCheckDisable,
      {"HOROVOD_STALL_CHECK_DISABLE", nullptr},
      "expected a boolean (1/0, true/false, yes/no, on/off)",
@@ -207,7 +196,7 @@ const Variable kVariables[] = {
      [](absl::string_view text, Config* c) {
        return ParseDuration(text, absl::Milliseconds(1), /*allow_zero=*/false, &c->idle_cycle_time);
      },
-     [](const Config& c) { return FormatDouble(absl::ToDoubleMilliseconds(c.idle_cycle_time)); }},
+     [](const Config& c) { return ShortestDouble(absl::ToDoubleMilliseconds(c.idle_cycle_time)); }},
     {config_names::kNoProgressTimeoutSeconds,
      {"HOROVOD_GLOO_TIMEOUT_SECONDS", nullptr},
      "expected a non-negative number of seconds (0 = no bound)",
@@ -216,7 +205,7 @@ const Variable kVariables[] = {
      [](absl::string_view text, Config* c) {
        return ParseDuration(text, absl::Seconds(1), /*allow_zero=*/true, &c->no_progress_timeout);
      },
-     [](const Config& c) { return FormatDouble(absl::ToDoubleSeconds(c.no_progress_timeout)); }},
+     [](const Config& c) { return ShortestDouble(absl::ToDoubleSeconds(c.no_progress_timeout)); }},
     {config_names::kHierarchicalAllreduce,
      {"HOROVOD_HIERARCHICAL_ALLREDUCE", nullptr},
      "expected a boolean (1/0, true/false, yes/no, on/off)",
@@ -289,7 +278,7 @@ const Variable kVariables[] = {
        c->autotune_gaussian_process_noise = value;
        return true;
      },
-     [](const Config& c) { return FormatDouble(c.autotune_gaussian_process_noise); }},
+     [](const Config& c) { return ShortestDouble(c.autotune_gaussian_process_noise); }},
     {config_names::kLogLevel,
      {"HOROVOD_LOG_LEVEL", nullptr},
      "expected one of trace, debug, info, warning, error",
@@ -364,7 +353,7 @@ const Variable kVariables[] = {
        return true;
      },
      [](const Config& c) {
-       return FormatDouble(static_cast<double>(c.timeline_max_bytes) / 1048576.0);
+       return ShortestDouble(static_cast<double>(c.timeline_max_bytes) / 1048576.0);
      }},
     {"CHORUS_TIMELINE_QUEUE_EVENTS",
      {nullptr, nullptr},
@@ -442,7 +431,7 @@ const Variable kVariables[] = {
      [](absl::string_view text, Config* c) {
        return ParseDuration(text, absl::Seconds(1), /*allow_zero=*/false, &c->start_timeout);
      },
-     [](const Config& c) { return FormatDouble(absl::ToDoubleSeconds(c.start_timeout)); }},
+     [](const Config& c) { return ShortestDouble(absl::ToDoubleSeconds(c.start_timeout)); }},
     {config_names::kElasticWorkerId,
      {nullptr, nullptr},
      "expected a non-empty worker id",
@@ -474,7 +463,7 @@ const Variable kVariables[] = {
      [](absl::string_view text, Config* c) {
        return ParseDuration(text, absl::Seconds(1), /*allow_zero=*/false, &c->elastic_timeout);
      },
-     [](const Config& c) { return FormatDouble(absl::ToDoubleSeconds(c.elastic_timeout)); }},
+     [](const Config& c) { return ShortestDouble(absl::ToDoubleSeconds(c.elastic_timeout)); }},
     {config_names::kRank,
      {"HOROVOD_RANK", nullptr},
      "expected a non-negative integer",
@@ -571,9 +560,9 @@ absl::Status CheckNoProgressTimeout(const Config& c,
   if (c.no_progress_timeout > 2 * cycle) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
       name("CHORUS_NO_PROGRESS_TIMEOUT_SECONDS"), "=",
-      FormatDouble(absl::ToDoubleSeconds(c.no_progress_timeout)), " must exceed twice ",
+      ShortestDouble(absl::ToDoubleSeconds(c.no_progress_timeout)), " must exceed twice ",
       name(c.idle_cycle_time >= c.cycle_time ? "CHORUS_IDLE_CYCLE_MS" : config_names::kCycleTimeMs),
-      " (", FormatDouble(absl::ToDoubleMilliseconds(cycle)),
+      " (", ShortestDouble(absl::ToDoubleMilliseconds(cycle)),
       " ms): a peer with nothing to do answers only once per cycle; raise it, or set it to 0 to "
       "disable the bound"));
 }

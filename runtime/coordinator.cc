@@ -15,12 +15,10 @@
 #include "runtime/coordinator.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
-#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -30,6 +28,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
+#include "base/shortest_double.h"
 #include "base/status_macros.h"
 #include "chorus/types.h"
 #include "runtime/collective_math.h"
@@ -41,13 +40,6 @@ namespace {
 using RequestsByRank = std::map<int32_t, Request>;
 
 const std::vector<int32_t> kNoRanks;
-
-std::string FormatDouble(double v) {
-  char buf[64];
-  auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v);
-  if (ec != std::errc()) return "?";
-  return std::string(buf, end);
-}
 
 std::string DeviceName(int32_t device) {
   return device == kCpuDevice ? std::string("cpu") : absl::StrCat("gpu:", device);
@@ -146,10 +138,10 @@ absl::Status CheckArithmeticAgrees(OpType type, const RequestsByRank& requests) 
       }));
   CHORUS_RETURN_IF_ERROR(CheckAgree(
       requests, "prescale factor", [](const Request& r) { return r.prescale_factor; },
-      [](const Request& r) { return FormatDouble(r.prescale_factor); }));
+      [](const Request& r) { return ShortestDouble(r.prescale_factor); }));
   return CheckAgree(
       requests, "postscale factor", [](const Request& r) { return r.postscale_factor; },
-      [](const Request& r) { return FormatDouble(r.postscale_factor); });
+      [](const Request& r) { return ShortestDouble(r.postscale_factor); });
 }
 
 // broadcast: every rank names the same root, a member of the set (`members`). Requests name

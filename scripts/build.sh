@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
 # Configures (once) and builds chorus. Usage: scripts/build.sh [BUILD_DIR] [extra cmake args]
 # BUILD_DIR defaults to build/ (Release). Idempotent and incremental.
+# A new build directory is configured as a unity build (CMAKE_UNITY_BUILD: batches of .cc files
+# compiled as one translation unit, so the Abseil/gRPC/protobuf headers are parsed once per batch:
+# a full build takes about half the time). For quicker rebuilds of one file while editing, pass
+# -DCMAKE_UNITY_BUILD=OFF when the directory is first configured.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${1:-build}
 shift || true
 if [[ ! -f "$BUILD_DIR/build.ninja" ]]; then
-  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=${CHORUS_BUILD_TYPE:-Release} "$@"
+  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=${CHORUS_BUILD_TYPE:-Release} \
+    -DCMAKE_UNITY_BUILD=ON "$@"
 fi
 cmake --build "$BUILD_DIR" -j "$(nproc)"

@@ -38,6 +38,7 @@ flags="-O1 -gline-tables-only"
 if [[ ! -f build-fuzz/build.ninja ]]; then
   CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Release \
     "-DCMAKE_C_FLAGS_RELEASE=$flags" "-DCMAKE_CXX_FLAGS_RELEASE=$flags" -DCHORUS_FUZZ=ON \
+    -DCMAKE_UNITY_BUILD=ON \
     -DCHORUS_BUILD_TESTS=OFF -DCHORUS_BUILD_PYTHON=OFF -DCHORUS_WITH_CUDA=OFF \
     "-DCHORUS_FUZZ_SECONDS=$seconds" >/dev/null
 else

@@ -22,7 +22,7 @@ export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/t
 # policies and the test support code. One build serves both checks.
 if [[ ! -f build-tsan/build.ninja ]]; then
   CC=clang CXX=clang++ cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug \
-    -DCHORUS_SANITIZE=thread -DCHORUS_WITH_CUDA=OFF -DCHORUS_BUILD_PYTHON=OFF
+    -DCMAKE_UNITY_BUILD=ON -DCHORUS_SANITIZE=thread -DCHORUS_WITH_CUDA=OFF -DCHORUS_BUILD_PYTHON=OFF
 fi
 cmake --build build-tsan -j "$(nproc)" --target chorus_unit_tests chorus_launcher_tests
 ctest --test-dir build-tsan --output-on-failure -R '^(unit|launcher_unit)$'

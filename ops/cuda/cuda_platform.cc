@@ -22,6 +22,7 @@
 #include "base/mutex.h"
 #include "base/status_macros.h"
 #include "ops/cuda/batched_copy.h"
+#include "ops/cuda/cuda_handles.h"
 #include "ops/cuda/fill_identity.h"
 #include "ops/nccl/nccl_communicator.h"
 
@@ -45,9 +46,6 @@ absl::Status CudaStatus(cudaError_t err, const std::string& what) {
       return absl::InternalError(std::move(msg));
   }
 }
-
-cudaStream_t Stream(StreamHandle stream) { return static_cast<cudaStream_t>(stream); }
-cudaEvent_t Event(EventHandle event) { return static_cast<cudaEvent_t>(event); }
 
 // The scratch of EnqueueCopy on one device, for plans larger than kMaxInlineChunks.
 struct DeviceScratch {

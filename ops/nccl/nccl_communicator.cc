@@ -17,6 +17,7 @@
 
 #include "base/status_macros.h"
 #include "chorus/types.h"
+#include "ops/cuda/cuda_handles.h"
 
 namespace chorus::ops::gpu {
 namespace {
@@ -119,8 +120,6 @@ const uint8_t* At(const void* base, int64_t offset) {
   return static_cast<const uint8_t*>(base) + offset;
 }
 uint8_t* At(void* base, int64_t offset) { return static_cast<uint8_t*>(base) + offset; }
-
-cudaStream_t Stream(StreamHandle stream) { return static_cast<cudaStream_t>(stream); }
 
 // Makes a device current for its lifetime, then restores the thread's previous device.
 class ScopedDevice {

@@ -22,6 +22,7 @@
 #include "ops/mpi/mpi_backend.h"
 #include "ops/mpi/mpi_datatypes.h"
 #include "runtime/mpi/mpi_controller.h"
+#include "test/mpi/world.h"
 #include "test/support/typed_values.h"
 
 namespace chorus {
@@ -57,17 +58,8 @@ World& GetWorld() {
   return world;
 }
 
-int WorldRank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-
-int WorldSize() {
-  int s = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &s);
-  return s;
-}
+using testing::WorldRank;
+using testing::WorldSize;
 
 // ---------------------------------------------------------------------------------------------
 // Typed element access through doubles.

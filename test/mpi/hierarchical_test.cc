@@ -22,6 +22,7 @@
 #include "runtime/mpi/mpi_controller.h"
 #include "runtime/ucx/controller_address_exchange.h"
 #include "runtime/ucx/ucx_controller.h"
+#include "test/mpi/world.h"
 #include "test/support/hierarchical_inputs.h"
 #include "test/support/summation_bound.h"
 #include "test/support/typed_values.h"
@@ -31,12 +32,7 @@ namespace {
 
 using testing::Load;
 using testing::Store;
-
-int WorldSize() {
-  int n = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
+using testing::WorldSize;
 
 // The controllers, created once (collectively) on first use.
 struct Controllers {

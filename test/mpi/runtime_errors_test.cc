@@ -96,12 +96,6 @@ OpRequest FromVariant(const Variant& v, std::string name, Tensor& t) {
   return req;
 }
 
-// What a DoneCallback saw; written on the background thread.
-struct Seen {
-  std::atomic<int> calls{0};
-  absl::Status status;
-};
-
 TEST_CASE("ranks that disagree get InvalidArgument on every rank", "[mpi][errors]") {
   const Topology topo = InitAndTopology();
   const std::vector<MismatchCase> cases = MismatchCases(topo);

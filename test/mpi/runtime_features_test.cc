@@ -245,12 +245,6 @@ TEST_CASE("process sets: add, use, remove", "[mpi][process_set]") {
   CheckRuntimeStillWorks("features.pset.after", topo);
 }
 
-// What a DoneCallback saw; written on the background thread.
-struct Seen {
-  std::atomic<int> calls{0};
-  absl::Status status;
-};
-
 TEST_CASE("shutdown and re-init: pending ops abort, FailedPrecondition in between, init sets",
           "[mpi][shutdown]") {
   const Topology topo = InitAndTopology();

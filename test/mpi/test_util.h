@@ -14,6 +14,7 @@
 #define CHORUS_TEST_MPI_TEST_UTIL_H_
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -42,6 +43,13 @@ namespace chorus::mpitest {
     INFO(chorus_st_.ToString());              \
     CHECK(chorus_st_.ok());                   \
   } while (0)
+
+// What a DoneCallback saw; written on the background thread, read by the
+// test thread once `calls` is non-zero.
+struct Seen {
+  std::atomic<int> calls{0};
+  absl::Status status;
+};
 
 inline constexpr DataType kAllDataTypes[] = {
     DataType::kUint8,   DataType::kInt8,    DataType::kInt16,    DataType::kInt32,

@@ -21,6 +21,7 @@
 #include "test/support/fake_gpu.h"
 #include "test/support/fast_cycle_config.h"
 #include "test/support/in_process_fabric.h"
+#include "test/support/rank_failures.h"
 
 namespace chorus::runtime {
 namespace {
@@ -29,18 +30,7 @@ using testing::FakeGpuCluster;
 using testing::FakeGpuPlatform;
 
 // Thread-safe record of failed checks in rank threads (Catch2 is not thread-safe).
-struct Failures {
-  std::mutex mu;
-  std::vector<std::string> messages;
-  void Check(bool ok, const std::string& what) {
-    if (ok) return;
-    std::lock_guard<std::mutex> lock(mu);
-    messages.push_back(what);
-  }
-  void Report() {
-    for (const std::string& m : messages) FAIL_CHECK(m);
-  }
-};
+using testing::Failures;
 
 struct GpuRank {
   int rank = 0;

@@ -18,25 +18,18 @@
 #include "runtime/runtime.h"
 #include "test/support/fast_cycle_config.h"
 #include "test/support/in_process_fabric.h"
+#include "test/support/rank_failures.h"
 
 namespace chorus::runtime {
 namespace {
 
-struct Failures {
-  std::mutex mu;
-  std::vector<std::string> messages;
-  void Check(bool ok, const std::string& what) {
-    if (ok) return;
-    std::lock_guard<std::mutex> lock(mu);
-    messages.push_back(what);
-  }
-};
+using testing::Failures;
 
-using RankFn = std::function<void(int rank, Runtime& rt, Failures& f)>;
+using HostRankFn = std::function<void(int rank, Runtime& rt, Failures& f)>;
 
 // Runs `fn` on one runtime per simulated rank (rank r on host hosts[r]) and returns how many
 // collectives ran on group backends.
-int64_t RunOnHosts(const std::vector<int>& hosts, const Config& config, const RankFn& fn,
+int64_t RunOnHosts(const std::vector<int>& hosts, const Config& config, const HostRankFn& fn,
                    std::vector<std::vector<int32_t>> sets = {}) {
   const int n = static_cast<int>(hosts.size());
   testing::InProcessFabric fabric(n, hosts);
@@ -57,7 +50,7 @@ int64_t RunOnHosts(const std::vector<int>& hosts, const Config& config, const Ra
     });
   }
   for (auto& t : threads) t.join();
-  for (const std::string& m : f.messages) FAIL_CHECK(m);
+  f.Report();
   return fabric.group_collectives();
 }
 

@@ -206,7 +206,7 @@ struct Reports {
   std::vector<std::unique_ptr<absl::Notification>> first;
 };
 
-using RankFn = std::function<void(int rank, Runtime& rt)>;
+using RankFn = testing::RuntimeRankFn;
 
 // Runs `fn` on 3 ranks over watched controllers, then shuts them down. Returns start errors and
 // failures seen on the rank threads (Catch2 checks only on this thread).

@@ -22,6 +22,7 @@
 
 #include "test/support/fast_cycle_config.h"
 #include "test/support/in_process_fabric.h"
+#include "test/support/rank_failures.h"
 #include "test/support/runtime_ranks.h"
 
 namespace chorus::runtime {
@@ -35,22 +36,13 @@ std::vector<std::string> RunRanks(int n, const RankFn& fn,
   return testing::RunRuntimeRanks(n, fn, std::move(config), std::move(sets));
 }
 
-// Records the first failure of a rank thread.
-struct Failures {
-  std::mutex mu;
-  std::vector<std::string> messages;
-  void Add(std::string m) {
-    std::lock_guard<std::mutex> lock(mu);
-    messages.push_back(std::move(m));
-  }
-};
-
-#define RANK_CHECK(failures, cond, msg)                                 \
-  do {                                                                  \
-    if (!(cond)) (failures).Add(absl::StrCat(#cond, " failed: ", msg)); \
+#define RANK_CHECK(failures, cond, msg)                                          \
+  do {                                                                           \
+    if (!(cond)) (failures).Check(false, absl::StrCat(#cond, " failed: ", msg)); \
   } while (0)
 
 using testing::AllreduceOf;
+using testing::Failures;
 
 // Allreduces each data[t] under the name `prefix` + t, submitted together, and waits for all.
 void AllreduceEach(Runtime& rt, Failures& f, const std::string& prefix,
@@ -66,7 +58,7 @@ void AllreduceEach(Runtime& rt, Failures& f, const std::string& prefix,
 
 void ExpectNoErrors(const std::vector<std::string>& start_errors, Failures& f) {
   for (const std::string& e : start_errors) CHECK(e.empty());
-  for (const std::string& m : f.messages) FAIL_CHECK(m);
+  f.Report();
 }
 
 TEST_CASE("allreduce of shuffled submissions gives one answer on every rank", "[runtime]") {

@@ -30,6 +30,7 @@
 #include "ops/ucx/tag_transport_view.h"
 #include "ops/ucx/testing/in_memory_transport.h"
 #include "ops/ucx/ucx_backend.h"
+#include "test/support/rank_failures.h"
 #include "test/support/typed_values.h"
 
 namespace chorus {
@@ -58,12 +59,7 @@ std::vector<absl::Status> RunRanks(int n, const std::function<absl::Status(int, 
   return status;
 }
 
-void CheckAllOk(const std::vector<absl::Status>& status) {
-  for (size_t r = 0; r < status.size(); ++r) {
-    INFO("rank " << r << ": " << status[r].ToString());
-    CHECK(status[r].ok());
-  }
-}
+using testing::CheckAllOk;
 
 // ---------------------------------------------------------------------------------------------
 // Typed element access through doubles.

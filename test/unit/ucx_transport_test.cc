@@ -26,6 +26,7 @@
 #include "ops/ucx/ucx_backend.h"
 #include "runtime/ucx/address_exchange.h"
 #include "runtime/ucx/ucx_controller.h"
+#include "test/support/rank_failures.h"
 
 namespace chorus {
 namespace {
@@ -111,12 +112,7 @@ std::vector<absl::Status> RunWorld(
   return status;
 }
 
-void CheckAllOk(const std::vector<absl::Status>& status) {
-  for (size_t r = 0; r < status.size(); ++r) {
-    INFO("rank " << r << ": " << status[r].ToString());
-    CHECK(status[r].ok());
-  }
-}
+using testing::CheckAllOk;
 
 absl::Status Wrong(const std::string& what) { return absl::InternalError("wrong result: " + what); }
 

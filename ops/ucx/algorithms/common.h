@@ -56,6 +56,10 @@ class Reduction {
   int64_t element_bytes_;
 };
 
+// The rank `a` steps around a ring of `n` ranks from rank 0: a mod n in [0, n), for negative
+// `a` too (a ring's neighbours and block indices).
+inline int RingIndex(int a, int n) { return ((a % n) + n) % n; }
+
 // [offset, offset + length) of a buffer, in the caller's unit (elements or bytes).
 struct Piece {
   int64_t offset = 0;

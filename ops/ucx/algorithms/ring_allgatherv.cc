@@ -9,12 +9,6 @@
 #include "ops/ucx/algorithms/common.h"
 
 namespace chorus::ops::ucx {
-namespace {
-
-int Mod(int a, int n) { return ((a % n) + n) % n; }
-
-}  // namespace
-
 absl::Status RingAllgatherv::Run(const void* send, void* recv,
                                  absl::Span<const int64_t> block_bytes, uint64_t tag) {
   const int n = transport_->size(), r = transport_->rank();
@@ -29,7 +23,7 @@ absl::Status RingAllgatherv::Run(const void* send, void* recv,
     std::memcpy(mine, send, static_cast<size_t>(block_bytes[bn(r)]));
   }
   if (n == 1) return absl::OkStatus();
-  const int next = Mod(r + 1, n), prev = Mod(r - 1, n);
+  const int next = RingIndex(r + 1, n), prev = RingIndex(r - 1, n);
 
   Outstanding pending(transport_);
   // Every incoming piece, in the predecessor's sending order, and its step.
@@ -38,7 +32,7 @@ absl::Status RingAllgatherv::Run(const void* send, void* recv,
   incoming.clear();
   step_of.clear();
   for (int t = 0; t < n - 1; ++t) {
-    const int b = Mod(r - t - 1, n);
+    const int b = RingIndex(r - t - 1, n);
     AppendPieces(offsets[bn(b)], block_bytes[bn(b)], piece_bytes_, &incoming);
     step_of.resize(incoming.size(), t);
   }

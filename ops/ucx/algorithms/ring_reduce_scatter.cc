@@ -7,14 +7,9 @@
 #include <vector>
 
 #include "base/status_macros.h"
+#include "ops/ucx/algorithms/common.h"
 
 namespace chorus::ops::ucx {
-namespace {
-
-int Mod(int a, int n) { return ((a % n) + n) % n; }
-
-}  // namespace
-
 absl::Status RingReduceScatter::Run(const void* local, void* work, absl::Span<const int64_t> blocks,
                                     const Reduction& reduction, uint64_t tag) {
   const int n = transport_->size(), r = transport_->rank();
@@ -31,7 +26,7 @@ absl::Status RingReduceScatter::Run(const void* local, void* work, absl::Span<co
     if (!in_place && blocks[0] > 0) std::memcpy(acc, in, static_cast<size_t>(blocks[0] * elem));
     return absl::OkStatus();
   }
-  const int next = Mod(r + 1, n), prev = Mod(r - 1, n);
+  const int next = RingIndex(r + 1, n), prev = RingIndex(r - 1, n);
   const int64_t piece = std::max<int64_t>(1, options_.piece_bytes / elem);
 
   // The predecessor's outgoing stream, which is this rank's incoming one: its pieces and the
@@ -41,7 +36,7 @@ absl::Status RingReduceScatter::Run(const void* local, void* work, absl::Span<co
   incoming.clear();
   step_of.clear();
   for (int step = 0; step < n - 1; ++step) {
-    const int b = Mod(r - step - 2, n);
+    const int b = RingIndex(r - step - 2, n);
     AppendPieces(offsets[bn(b)], blocks[bn(b)], piece, &incoming);
     step_of.resize(incoming.size(), step);
   }
@@ -51,7 +46,7 @@ absl::Status RingReduceScatter::Run(const void* local, void* work, absl::Span<co
   Outstanding pending(transport_);
   // Step 0: this rank's own copy of block r - 1 goes out at once.
   {
-    const int b = Mod(r - 1, n);
+    const int b = RingIndex(r - 1, n);
     std::vector<Piece>& pieces = s.own;
     pieces.clear();
     AppendPieces(offsets[bn(b)], blocks[bn(b)], piece, &pieces);
