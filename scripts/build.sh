@@ -13,4 +13,7 @@ if [[ ! -f "$BUILD_DIR/build.ninja" ]]; then
   cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=${CHORUS_BUILD_TYPE:-Release} \
     -DCMAKE_UNITY_BUILD=ON "$@"
 fi
-cmake --build "$BUILD_DIR" -j "$(nproc)"
+# CHORUS_CONFIGURE_ONLY=1: configure only (scripts/test.sh reads the ASan build's test list).
+if [[ "${CHORUS_CONFIGURE_ONLY:-0}" != "1" ]]; then
+  cmake --build "$BUILD_DIR" -j "$(nproc)"
+fi

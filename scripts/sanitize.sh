@@ -11,7 +11,10 @@ export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 # UCX's memory hooks (libucm patches mmap at load time) crash sanitizer-instrumented threads.
 export UCX_MEM_MMAP_HOOK_MODE=none
+# --configure-only: configure build-asan and stop (scripts/test.sh reads its test list first).
+if [[ "${1:-}" == "--configure-only" ]]; then export CHORUS_CONFIGURE_ONLY=1; fi
 CHORUS_BUILD_TYPE=Debug scripts/build.sh build-asan -DCHORUS_SANITIZE=address -DCHORUS_WITH_CUDA=OFF
+if [[ "${CHORUS_CONFIGURE_ONLY:-0}" == "1" ]]; then exit 0; fi
 ctest --test-dir build-asan --output-on-failure
 export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/test/tsan.supp"
 # The threaded code is what TSan is for: the unit tier (the runtime core, its membership
