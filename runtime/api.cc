@@ -186,14 +186,14 @@ absl::Status Init(const InitOptions& options) {
   return absl::OkStatus();
 }
 
-absl::Status Shutdown() {
+absl::Status Shutdown(std::string cause) {
   std::shared_ptr<runtime::Runtime> rt;
   {
     MutexLock lock(&SlotMutex());
     rt = TakeSlot();
   }
   t_runtime = ThreadRuntime{};  // this thread's reference goes now, not at its next call
-  if (rt != nullptr) rt->Shutdown();
+  if (rt != nullptr) rt->Shutdown("chorus was shut down", std::move(cause));
   return absl::OkStatus();
 }
 

@@ -123,11 +123,13 @@ void BackgroundLoop::ThreadMain(std::vector<std::vector<int32_t>> process_sets) 
   if (watchdog_ != nullptr) watchdog_->Disarm();  // no more calls to peers
   // Another rank shutting down (its process ending: an exception, an exit) shuts chorus down on
   // every rank; its ops here then fail saying so, rather than as if this process had asked.
-  queue_->CloseIfOpen(DescribeShutdown(shutdown_sent_, shutdown_ranks_, host_names_, ""));
+  queue_->CloseIfOpen(
+      DescribeShutdown(shutdown_sent_, shutdown_ranks_, host_names_, shutdown_causes_, ""));
   // Every rank launched the same GPU batches: they complete before the communicators go.
   gpu_.reset();
-  FailAllPending(absl::AbortedError(
-      DescribeShutdown(shutdown_sent_, shutdown_ranks_, host_names_, " before this op completed")));
+  FailAllPending(
+      absl::AbortedError(DescribeShutdown(shutdown_sent_, shutdown_ranks_, host_names_,
+                                          shutdown_causes_, " before this op completed")));
   timeline_->Finish();
   CHORUS_LOG(DEBUG) << "background loop done: " << counters_.cycles.load() << " cycles, "
                     << counters_.negotiation_rounds.load() << " negotiation rounds, "
@@ -344,6 +346,22 @@ absl::StatusOr<double> BackgroundLoop::EstimateClockOffset() {
     return absl::InternalError(absl::StrCat("malformed clock offsets from rank 0: ", offsets));
   }
   return static_cast<double>(mine) / 1000.0;
+}
+
+void BackgroundLoop::ShareShutdownCauses() {
+  const std::string mine =
+      ShutdownPart(shutdown_sent_, shutdown_sent_ ? queue_->shutdown_cause() : "");
+  std::vector<std::string> parts;
+  absl::Status status = controller_->GatherToRoot(mine, &parts);
+  std::string joined = status.ok() && topology_.rank == 0 ? JoinShutdownParts(parts) : "";
+  if (status.ok()) status = controller_->BroadcastFromRoot(&joined);
+  if (!status.ok()) {
+    CHORUS_LOG(DEBUG) << "shutdown causes not exchanged: " << status;
+    return;
+  }
+  if (!ParseShutdownParts(joined, topology_.size, &shutdown_ranks_, &shutdown_causes_)) {
+    CHORUS_LOG(DEBUG) << "shutdown causes not understood: " << joined.size() << " bytes";
+  }
 }
 
 absl::Status BackgroundLoop::GatherPlaces() {
@@ -575,6 +593,7 @@ absl::Status BackgroundLoop::RunCycle(bool* stop) {
   timeline_->EndCycle();
   if (bits_.any(CacheBitVector::kShutdown)) {
     shutdown_ranks_ = bits_.ShutdownRanks();
+    ShareShutdownCauses();
     *stop = true;
     return absl::OkStatus();
   }

@@ -167,6 +167,10 @@ class BackgroundLoop {
   // Every rank's local and cross numbers and host name, to every rank: the hosts (hosts_,
   // host_names_).
   absl::Status GatherPlaces();
+  // In the cycle that saw a shutdown: every rank's part to every rank (Note [Shutdown causes]),
+  // into shutdown_ranks_ and shutdown_causes_. Where the exchange fails (a peer gone since the
+  // flags), the flags' ranks stay and no cause is known.
+  void ShareShutdownCauses();
   absl::Status AddProcessSet(int32_t id, std::vector<int32_t> ranks);
   // Whether and how the set of these world ranks runs hierarchical collectives.
   ops::HierarchyPlan PlanHierarchyOf(const std::vector<int32_t>& ranks) const;
@@ -335,10 +339,12 @@ class BackgroundLoop {
   CacheBitVector bits_{0};               // sized by the handshake (shared cache capacity)
   const StallPolicy stall_policy_;
   absl::Time last_stall_check_ = absl::InfinitePast();
-  // This rank asked for the shutdown in the last bit exchange (else a peer did), and the ranks
-  // below CacheBitVector::kNamedShutdownRanks that did.
+  // This rank asked for the shutdown in the last bit exchange (else a peer did), the ranks that
+  // did, and the causes they gave, by world rank (ShareShutdownCauses; before it, the ranks
+  // below CacheBitVector::kNamedShutdownRanks from the flags, and no causes).
   bool shutdown_sent_ = false;
   std::vector<int> shutdown_ranks_;
+  std::vector<std::string> shutdown_causes_;
   Counters counters_;
   // Completions of the current response, flushed together (one lock per table, not per op).
   std::vector<std::unique_ptr<TensorEntry>> completed_;

@@ -113,6 +113,10 @@ int chorus_shutdown(void) {
   return Guard([] { return Report(chorus::Shutdown()); });
 }
 
+int chorus_shutdown_because(const char* cause) {
+  return Guard([&] { return Report(chorus::Shutdown(cause != nullptr ? cause : "")); });
+}
+
 int chorus_suspend(void) {
   return Guard([] { return Report(chorus::Suspend()); });
 }

@@ -1,9 +1,11 @@
 #include "runtime/cycle_policy.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 
 namespace chorus::runtime {
 
@@ -41,13 +43,16 @@ std::string DescribeStall(const StallReport& report, const Config& config) {
 }
 
 std::string DescribeShutdown(bool requested_here, const std::vector<int>& ranks,
-                             const std::vector<std::string>& host_names, absl::string_view suffix) {
+                             const std::vector<std::string>& host_names,
+                             const std::vector<std::string>& causes, absl::string_view suffix) {
   if (requested_here) return absl::StrCat("chorus was shut down", suffix);
+  const auto known = [](const std::vector<std::string>& by_rank, int r) {
+    return r >= 0 && static_cast<size_t>(r) < by_rank.size() && !by_rank[r].empty();
+  };
   const auto rank_on_host = [&](std::string* out, int r) {
     absl::StrAppend(out, r);
-    if (r >= 0 && static_cast<size_t>(r) < host_names.size() && !host_names[r].empty()) {
-      absl::StrAppend(out, " on ", host_names[r]);
-    }
+    if (known(host_names, r)) absl::StrAppend(out, " on ", host_names[r]);
+    if (known(causes, r)) absl::StrAppend(out, " (", causes[r], ")");
   };
   const std::string who = ranks.empty() ? "another rank"
                                         : absl::StrCat(ranks.size() == 1 ? "rank " : "ranks ",
@@ -56,6 +61,34 @@ std::string DescribeShutdown(bool requested_here, const std::vector<int>& ranks,
                       " (a rank whose process ends, by an exception or an exit, shuts chorus "
                       "down on every rank; chorusrun's last line names the rank that failed "
                       "first)");
+}
+
+std::string ShutdownPart(bool requested, absl::string_view cause) {
+  if (!requested) return "-";
+  std::string part = absl::StrCat("+", cause.substr(0, kMaxShutdownCause));
+  std::replace(part.begin(), part.end(), '\0', ' ');
+  return part;
+}
+
+std::string JoinShutdownParts(const std::vector<std::string>& parts) {
+  return absl::StrJoin(parts, absl::string_view("\0", 1));
+}
+
+bool ParseShutdownParts(absl::string_view joined, int size, std::vector<int>* ranks,
+                        std::vector<std::string>* causes) {
+  const std::vector<absl::string_view> parts = absl::StrSplit(joined, absl::ByChar('\0'));
+  if (size <= 0 || parts.size() != static_cast<size_t>(size)) return false;
+  std::vector<int> asked;
+  std::vector<std::string> why(parts.size());
+  for (size_t r = 0; r < parts.size(); ++r) {
+    if (parts[r] == "-") continue;
+    if (parts[r].empty() || parts[r][0] != '+') return false;
+    asked.push_back(static_cast<int>(r));
+    why[r] = std::string(parts[r].substr(1));
+  }
+  *ranks = std::move(asked);
+  *causes = std::move(why);
+  return true;
 }
 
 void WaitForNextCycle(const Config& config, absl::Time cycle_start, bool pending_here,

@@ -2,7 +2,8 @@
 //
 // The background loop's two timing policies, as functions of the config: how long ops may wait
 // on the response cache and how often rank 0 looks for stalled ops (the stall policy), and how
-// the loop sleeps between cycles (the sleep policy). Stateless; any thread.
+// the loop sleeps between cycles (the sleep policy); and what its messages say about stalls and
+// shutdowns (Note [Shutdown causes]). Stateless; any thread.
 #ifndef CHORUS_RUNTIME_CYCLE_POLICY_H_
 #define CHORUS_RUNTIME_CYCLE_POLICY_H_
 
@@ -42,12 +43,30 @@ std::string DescribeStall(const StallReport& report, const Config& config);
 
 // Why this rank's pending ops fail when the runtime stops in a cycle that saw a shutdown:
 // "chorus was shut down" when this rank asked for it (`requested_here`), else "chorus was shut
-// down by rank 2 on n3" (by `ranks`, the ranks named in the cycle's flags, with their hosts from
-// `host_names`, indexed by world rank, where it has them; "another rank" when none is named)
-// with a word on what that means. `suffix` goes before that word ("... before this op
-// completed (...)").
+// down by rank 2 on n3 (RuntimeError: boom)" (by `ranks`, the ranks that asked, with their hosts
+// from `host_names` and the causes they gave from `causes`, both indexed by world rank, where
+// known; "another rank" when none is named) with a word on what that means. `suffix` goes
+// before that word ("... before this op completed (...)").
 std::string DescribeShutdown(bool requested_here, const std::vector<int>& ranks,
-                             const std::vector<std::string>& host_names, absl::string_view suffix);
+                             const std::vector<std::string>& host_names,
+                             const std::vector<std::string>& causes, absl::string_view suffix);
+
+// Note [Shutdown causes]: in the cycle whose flags carry a shutdown, every rank sends rank 0
+// its part (whether it asked to shut down, and the cause it was given), and rank 0 sends every
+// rank all the parts: so each rank can name every rank that asked (the flags name only ranks
+// below CacheBitVector::kNamedShutdownRanks) and say why. Every rank sees the same flags, so all
+// of them take part in the exchange in the same cycle.
+//
+// This rank's part: "+" and the cause (NUL bytes replaced, at most kMaxShutdownCause bytes)
+// when it asked to shut down, else "-".
+inline constexpr size_t kMaxShutdownCause = 1000;
+std::string ShutdownPart(bool requested, absl::string_view cause);
+// Rank 0's message: the parts of ranks 0..n-1, NUL-separated.
+std::string JoinShutdownParts(const std::vector<std::string>& parts);
+// The ranks that asked (ascending) and the causes by rank, from rank 0's message for a world of
+// `size` ranks; false (outputs untouched) when it is not one.
+bool ParseShutdownParts(absl::string_view joined, int size, std::vector<int>* ranks,
+                        std::vector<std::string>* causes);
 
 // Sleeps until the next cycle should start (Note [Cache bit vector] explains pending_after).
 // While this rank has ops pending (`pending_here`), the cycle time is a batching window for

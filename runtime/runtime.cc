@@ -249,14 +249,14 @@ absl::Status Runtime::StopTimeline() {
   return absl::OkStatus();
 }
 
-void Runtime::Shutdown(std::string why) {
+void Runtime::Shutdown(std::string why, std::string cause) {
   MutexLock lock(&shutdown_mu_);
-  StopLoop(std::move(why));
+  StopLoop(std::move(why), std::move(cause));
 }
 
-void Runtime::StopLoop(std::string why) {
+void Runtime::StopLoop(std::string why, std::string cause) {
   if (loop_ == nullptr) return;
-  queue_.Close(std::move(why));
+  queue_.Close(std::move(why), std::move(cause));
   loop_.reset();  // joins the thread once every rank has agreed to stop
 }
 

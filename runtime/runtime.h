@@ -104,8 +104,10 @@ class Runtime {
 
   // Collective: stops the loop on every rank after the current cycle; pending ops complete
   // with Aborted, later ones fail with FailedPrecondition(`why`). Idempotent (after a failure
-  // the loop has stopped already; the failure stays the reason).
-  void Shutdown(std::string why = "chorus was shut down") ABSL_LOCKS_EXCLUDED(shutdown_mu_);
+  // the loop has stopped already; the failure stays the reason). `cause`: why this process
+  // stops, which the other ranks' failed ops say with this rank (DescribeShutdown).
+  void Shutdown(std::string why = "chorus was shut down", std::string cause = "")
+      ABSL_LOCKS_EXCLUDED(shutdown_mu_);
 
   // Re-forms this runtime in place over `controller`'s world (Note [Re-forming in place]):
   // Shutdown(), then a new background loop over `controller` with `config` (the handshake is
@@ -127,7 +129,8 @@ class Runtime {
                          std::vector<std::vector<int32_t>> process_sets)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(shutdown_mu_, world_mu_);
   // Closes the queue with `why` and joins the loop (nothing when none runs).
-  void StopLoop(std::string why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shutdown_mu_);
+  void StopLoop(std::string why, std::string cause = "")
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shutdown_mu_);
   // Checks `request` against this rank's view (ValidateRequest) and builds its entry
   // (TranslateRequest), which takes the request's contents (swapped for the recycled entry's
   // spare buffers); GPU entries also get their ready event (PrepareGpuEntry).

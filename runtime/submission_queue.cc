@@ -235,9 +235,11 @@ void SubmissionQueue::CloseLocked(std::string why) {
   quiet_cv_.notify_all();
 }
 
-void SubmissionQueue::Close(std::string why) {
+void SubmissionQueue::Close(std::string why, std::string cause) {
   MutexLock lock(&mu_);
-  if (!failed_) CloseLocked(std::move(why));
+  if (failed_) return;
+  shutdown_cause_ = std::move(cause);
+  CloseLocked(std::move(why));
 }
 
 void SubmissionQueue::CloseIfOpen(std::string why) {
@@ -259,12 +261,18 @@ void SubmissionQueue::Reopen() {
   closed_ = false;
   failed_ = false;
   closed_why_.clear();
+  shutdown_cause_.clear();
   hurry_ = false;
 }
 
 bool SubmissionQueue::closed() const {
   MutexLock lock(&mu_);
   return closed_;
+}
+
+std::string SubmissionQueue::shutdown_cause() const {
+  MutexLock lock(&mu_);
+  return shutdown_cause_;
 }
 
 }  // namespace chorus::runtime

@@ -80,7 +80,8 @@ class SubmissionQueue {
 
   // Refuses further pushes with FailedPrecondition(why) and wakes the waiter. On a closed queue
   // it replaces the reason, unless the queue was closed by Fail (a failure stays the reason).
-  void Close(std::string why) ABSL_LOCKS_EXCLUDED(mu_);
+  // `cause`: why this process shuts chorus down, for the other ranks (shutdown_cause()).
+  void Close(std::string why, std::string cause = "") ABSL_LOCKS_EXCLUDED(mu_);
   // Close(why) unless the queue is closed already (the loop ending after a stop that this rank,
   // or another, requested: a reason given here stays).
   void CloseIfOpen(std::string why) ABSL_LOCKS_EXCLUDED(mu_);
@@ -90,6 +91,8 @@ class SubmissionQueue {
   // REQUIRES: no loop runs, and the last one drained the queue and completed what it took.
   void Reopen() ABSL_LOCKS_EXCLUDED(mu_);
   bool closed() const ABSL_LOCKS_EXCLUDED(mu_);
+  // The cause given to the last Close ("" when none was, or the queue is open).
+  std::string shutdown_cause() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   // Wakes the loop if it sleeps in WaitForWork.
@@ -125,6 +128,7 @@ class SubmissionQueue {
   bool hurry_ ABSL_GUARDED_BY(mu_) = false;    // Hurry() not yet consumed
   int64_t pushed_ ABSL_GUARDED_BY(mu_) = 0;    // entries pushed so far
   std::string closed_why_ ABSL_GUARDED_BY(mu_);
+  std::string shutdown_cause_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace chorus::runtime

@@ -23,7 +23,7 @@ static int g_rank = -1;
 enum { kUint8 = 0, kInt32 = 3, kFloat32 = 7 };
 enum { kAllreduce = 0, kAllgather = 1, kBroadcast = 2 };
 enum { kSum = 0, kAverage = 1, kMax = 3 };
-enum { kInvalidArgument = 3, kNotFound = 5, kFailedPrecondition = 9 };
+enum { kInvalidArgument = 3, kNotFound = 5, kFailedPrecondition = 9, kAborted = 10 };
 
 static void done_cb(void* arg, int code) { *(int*)arg = code + 100; }
 
@@ -224,6 +224,24 @@ int main(void) {
   EXPECT(chorus_release(h, &result) == 0);
   chorus_result_free(result);
 
+  /* Ranks that shut down giving a cause: rank 0's op that fails because of them (or its
+   * enqueue, where the shutdown came first) says it. */
+  if (topo.size > 1) {
+    if (topo.rank == 0) {
+      chorus_op_t alone = op;
+      alone.name = "c.left_alone";
+      int code = chorus_enqueue(&alone, NULL, NULL, &h);
+      if (code == 0) {
+        code = chorus_release(h, &result);
+        chorus_result_free(result);
+      }
+      EXPECT(code == kAborted || code == kFailedPrecondition);
+      EXPECT(strstr(chorus_last_error(), "chorus was shut down by rank") != NULL);
+      EXPECT(strstr(chorus_last_error(), " (bad batch: loss is nan) ") != NULL);
+    } else {
+      EXPECT(chorus_shutdown_because("bad batch: loss is nan") == 0);
+    }
+  }
   EXPECT(chorus_shutdown() == 0);
   EXPECT(chorus_is_initialized() == 0);
   EXPECT(chorus_reform() == kFailedPrecondition);

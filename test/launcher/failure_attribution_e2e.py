@@ -5,7 +5,8 @@ uncaught exception, ends with sys.exit(3) or is killed by SIGKILL. chorusrun's l
 name that rank and its host every time (and the exception, for an exception), in MPI mode and
 with --gloo, although the ranks that fail because of it often exit first. A rank
 whose op failed because of it and that said so before chorusrun stopped it must name the same
-rank and its host: the -H name under --gloo (CHORUS_HOSTNAME), the machine's name under mpirun.
+rank and its host: the -H name under --gloo (CHORUS_HOSTNAME), the machine's name under mpirun;
+and for an exception, the exception too (the cause the failing rank's shutdown sent them).
 
 Usage: failure_attribution_e2e.py --chorusrun PATH [--seeds A-B] [--python /usr/bin/python3]
 Prints one line per run; exits 1 if any run named the wrong rank (or none).
@@ -50,11 +51,16 @@ def expected_line(s):
             mpirun = r"|rank %d with PID \d+ on node \S+ exited on signal 9 \(Killed\)" % s["rank"]
         return re.compile(prefix + r"(rank %d on localhost (exited with code 3|killed by SIGKILL|"
                           r"ended while the other ranks ran ops)%s)" % (s["rank"], mpirun))
-    text = repr(s["message"]) if s["kind"] == "KeyError" else s["message"]  # str(KeyError(m))
-    cause = "rank %d on localhost raised %s: %s" % (s["rank"], s["kind"], text)
+    cause = "rank %d on localhost raised %s" % (s["rank"], exception_text(s))
     if s["mode"] == "--gloo":
         return "chorusrun: job failed: " + cause
     return "chorusrun: job failed (mpirun exit status 1): " + cause
+
+
+def exception_text(s):
+    """What the failing rank's exception prints as: "ValueError: bad batch"."""
+    text = repr(s["message"]) if s["kind"] == "KeyError" else s["message"]  # str(KeyError(m))
+    return "%s: %s" % (s["kind"], text)
 
 
 def matches(want, got):
@@ -70,6 +76,7 @@ def main():
     first, last = (int(x) for x in opts.seeds.split("-"))
     wrong = []
     blaming = 0  # runs where a stopped rank named the failing one
+    with_cause = 0  # ... and the exception it died of
     for seed in range(first, last + 1):
         s = schedule(seed)
         argv = [opts.chorusrun, "-np", str(s["np"]), "-H", "localhost:%d" % s["np"], s["mode"],
@@ -81,26 +88,32 @@ def main():
         want = expected_line(s)
         # A rank stopped by the failure that said so before it ended names the failing rank
         # (chorusrun may stop the others before they print anything).
+        # An exception: named with it ("chorus was shut down by rank 1 on n1 (ValueError: bad)").
         host = "localhost" if s["mode"] == "--gloo" else socket.gethostname()
-        blamed = set(re.findall(r"chorus was shut down by rank (\d+(?: on \S+)?)", p.stderr))
-        status_ok = p.returncode != 0 if s["kind"] in ("exit", "kill") else p.returncode == 1
-        ok = (status_ok and matches(want, got) and
-              blamed <= {"%d on %s" % (s["rank"], host)})
+        blamed = set(re.findall(r"chorus was shut down by rank (\d+(?: on \S+)?(?: \([^()]*\))?)",
+                                p.stderr))
+        exited = s["kind"] in ("exit", "kill")
+        right = "%d on %s" % (s["rank"], host)
+        if not exited:
+            right += " (%s)" % exception_text(s)
+        status_ok = p.returncode != 0 if exited else p.returncode == 1
+        ok = status_ok and matches(want, got) and blamed <= {right}
         print("seed %d: %s -np %d, rank %d fails (%s) at step %d: status %d, %s"
               % (seed, s["mode"], s["np"], s["rank"], s["kind"], s["step"], p.returncode,
                  "OK" if ok else "WRONG\n  want: %s\n  got:  %s\n  the others blamed: %s"
                  % (getattr(want, "pattern", want), got, sorted(blamed))), flush=True)
         blaming += 1 if blamed else 0
+        with_cause += 1 if blamed and not exited else 0
         if not ok:
             wrong.append(seed)
             print(p.stderr[-3000:], flush=True)
     runs = last - first + 1
     print("failure_attribution_e2e: %d runs, %d named the failing rank, wrong: %s; in %d the "
-          "stopped ranks named it and its host" % (runs, runs - len(wrong), wrong, blaming),
-          flush=True)
-    if blaming == 0 and runs >= 4:
-        print("failure_attribution_e2e: no stopped rank named the failing one in any run: the "
-              "survivors' message was not checked", flush=True)
+          "stopped ranks named it and its host (in %d with its exception)"
+          % (runs, runs - len(wrong), wrong, blaming, with_cause), flush=True)
+    if (blaming == 0 or with_cause == 0) and runs >= 4:
+        print("failure_attribution_e2e: no stopped rank named the failing one (with its "
+              "exception) in any run: the survivors' message was not checked", flush=True)
         sys.exit(1)
     sys.exit(1 if wrong else 0)
 

@@ -72,21 +72,61 @@ TEST_CASE("A stall report with a shutdown time says when the op fails", "[cycle_
 
 TEST_CASE("A shutdown names the ranks that asked for it, unless this rank did", "[cycle_policy]") {
   const std::vector<std::string> hosts = {"n1", "n1", "n2", ""};
-  CHECK(DescribeShutdown(true, {1}, hosts, " before this op completed") ==
+  const std::vector<std::string> none;
+  CHECK(DescribeShutdown(true, {1}, hosts, none, " before this op completed") ==
         "chorus was shut down before this op completed");
-  const std::string by_one = DescribeShutdown(false, {2}, hosts, " before this op completed");
+  const std::string by_one = DescribeShutdown(false, {2}, hosts, none, " before this op completed");
   CHECK(by_one.rfind("chorus was shut down by rank 2 on n2 before this op completed (a rank "
                      "whose process ends",
                      0) == 0);
   CHECK(by_one.find("chorusrun's last line names the rank that failed first)") !=
         std::string::npos);
   // A rank without a known host (or beyond the list) is named alone.
-  CHECK(DescribeShutdown(false, {0, 3}, hosts, "")
+  CHECK(DescribeShutdown(false, {0, 3}, hosts, none, "")
             .rfind("chorus was shut down by ranks 0 on n1, 3 (", 0) == 0);
-  CHECK(DescribeShutdown(false, {5}, hosts, "").rfind("chorus was shut down by rank 5 (", 0) == 0);
-  CHECK(DescribeShutdown(false, {2}, {}, "").rfind("chorus was shut down by rank 2 (", 0) == 0);
-  CHECK(DescribeShutdown(false, {}, hosts, "").rfind("chorus was shut down by another rank (", 0) ==
+  CHECK(
+      DescribeShutdown(false, {5}, hosts, none, "").rfind("chorus was shut down by rank 5 (", 0) ==
+      0);
+  CHECK(DescribeShutdown(false, {2}, {}, none, "").rfind("chorus was shut down by rank 2 (", 0) ==
         0);
+  CHECK(DescribeShutdown(false, {}, hosts, none, "")
+            .rfind("chorus was shut down by another rank (", 0) == 0);
+}
+
+TEST_CASE("A shutdown says the cause each rank gave", "[cycle_policy]") {
+  const std::vector<std::string> hosts = {"n1", "n1", "n2"};
+  const std::vector<std::string> causes = {"", "", "RuntimeError: boom"};
+  CHECK(DescribeShutdown(false, {2}, hosts, causes, " before this op completed")
+            .rfind("chorus was shut down by rank 2 on n2 (RuntimeError: boom) before this op "
+                   "completed (a rank whose process ends",
+                   0) == 0);
+  CHECK(DescribeShutdown(false, {1, 2}, hosts, causes, "")
+            .rfind("chorus was shut down by ranks 1 on n1, 2 on n2 (RuntimeError: boom) (", 0) ==
+        0);
+}
+
+TEST_CASE("Shutdown parts go through rank 0 and back unchanged", "[cycle_policy]") {
+  const std::string nul("a\0b", 3);
+  const std::vector<std::string> parts = {ShutdownPart(false, "ignored"), ShutdownPart(true, ""),
+                                          ShutdownPart(true, "ValueError: x; y"),
+                                          ShutdownPart(true, nul)};
+  CHECK(parts[0] == "-");
+  std::vector<int> ranks;
+  std::vector<std::string> causes;
+  REQUIRE(ParseShutdownParts(JoinShutdownParts(parts), 4, &ranks, &causes));
+  CHECK(ranks == std::vector<int>{1, 2, 3});
+  CHECK(causes == std::vector<std::string>{"", "", "ValueError: x; y", "a b"});
+  // Long causes are cut; ranks beyond the 32 the flags can name are named here.
+  CHECK(ShutdownPart(true, std::string(5000, 'x')).size() == 1 + kMaxShutdownCause);
+  std::vector<std::string> many(40, "-");
+  many[37] = ShutdownPart(true, "late");
+  REQUIRE(ParseShutdownParts(JoinShutdownParts(many), 40, &ranks, &causes));
+  CHECK(ranks == std::vector<int>{37});
+  CHECK(causes[37] == "late");
+  // Another world size, or a part that is neither, is refused and leaves the outputs alone.
+  CHECK(!ParseShutdownParts(JoinShutdownParts(parts), 3, &ranks, &causes));
+  CHECK(!ParseShutdownParts(std::string("-\0?", 3), 2, &ranks, &causes));
+  CHECK(ranks == std::vector<int>{37});
 }
 
 }  // namespace

@@ -345,6 +345,31 @@ TEST_CASE("shutdown completes pending ops with Aborted", "[runtime]") {
   ExpectNoErrors(errs, f);
 }
 
+TEST_CASE("a shutdown's cause reaches the ops it fails on the other ranks", "[runtime]") {
+  Failures f;
+  std::latch enqueued(1);  // rank 2 shuts down (for everyone) only after rank 0's enqueue
+  auto errs = RunRanks(3, [&](int rank, Runtime& rt) {
+    std::vector<float> d(3, 1.0f);
+    if (rank == 0) {
+      auto handle = rt.Enqueue(AllreduceOf("never", d, ReduceOp::kSum));
+      RANK_CHECK(f, handle.ok(), handle.status().ToString());
+      enqueued.count_down();
+      const absl::Status st = rt.Wait(handle.value_or(0));
+      RANK_CHECK(f, absl::IsAborted(st), st.ToString());
+      // "... by rank 2 on <host> (ValueError: bad batch) before this op completed (...)"
+      RANK_CHECK(f,
+                 absl::StartsWith(st.message(), "chorus was shut down by rank 2 on ") &&
+                     absl::StrContains(st.message(),
+                                       " (ValueError: bad batch) before this op completed ("),
+                 st.ToString());
+    } else if (rank == 2) {
+      enqueued.wait();
+      rt.Shutdown("chorus was shut down", "ValueError: bad batch");
+    }
+  });
+  ExpectNoErrors(errs, f);
+}
+
 TEST_CASE("grouped allreduce completes as one unit", "[runtime]") {
   const int n = 3;
   Failures f;

@@ -129,6 +129,10 @@ def _reform():
 # (launcher/failure_report.h) to name that rank, not a rank that failed because of it.
 FAILURE_REPORT = "chorus: rank %d failed (uncaught exception): %s"
 _previous_excepthook = None
+# The uncaught exception that ends this process ("RuntimeError: boom"): the shutdown at exit
+# tells the other ranks, whose failed ops then say it (Note [Shutdown causes], runtime/
+# cycle_policy.h).
+_exit_cause = ""
 
 
 def _install_failure_report():
@@ -139,6 +143,7 @@ def _install_failure_report():
 
 
 def _report_failure(kind, value, traceback):
+    global _exit_cause
     _previous_excepthook(kind, value, traceback)
     # A collective that failed because another rank ended (ChorusError, not an argument error)
     # is a consequence: only the cause is reported.
@@ -146,7 +151,9 @@ def _report_failure(kind, value, traceback):
     if _topology is None or consequence or issubclass(kind, KeyboardInterrupt):
         return
     text = ("%s: %s" % (kind.__name__, value)) if str(value) else kind.__name__
-    line = FAILURE_REPORT % (_topology["rank"], text.splitlines()[0][:300]) + "\n"
+    text = text.splitlines()[0][:300] if text.strip() else kind.__name__
+    _exit_cause = text
+    line = FAILURE_REPORT % (_topology["rank"], text) + "\n"
     try:
         sys.stderr.flush()
         os.write(2, line.encode(errors="replace"))
@@ -158,7 +165,7 @@ def _report_failure(kind, value, traceback):
 def _shutdown_at_exit():
     # Like Horovod: a script that never calls shutdown() still stops the runtime cleanly.
     if _C.is_initialized():
-        _C.shutdown()
+        _C.shutdown(_exit_cause)
 
 
 def shutdown():

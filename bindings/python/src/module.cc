@@ -202,7 +202,8 @@ void Init(const std::vector<std::vector<int32_t>>& process_sets, uintptr_t comm)
 
 // Runs `call` (a blocking, collective C call: chorus_shutdown, chorus_suspend, chorus_reform)
 // without the GIL; raises its status.
-void CallWithoutGil(int (*call)()) {
+template <typename Call>
+void CallWithoutGil(const Call& call) {
   int code;
   std::string error;
   {
@@ -501,7 +502,13 @@ PYBIND11_MODULE(_C, m) {
 
   m.def("init", &Init, py::arg("process_sets") = std::vector<std::vector<int32_t>>{},
         py::arg("comm") = 0);
-  m.def("shutdown", [] { CallWithoutGil(&chorus_shutdown); });
+  m.def(
+      "shutdown",
+      [](const std::string& cause) {
+        CallWithoutGil([&] { return chorus_shutdown_because(cause.c_str()); });
+      },
+      py::arg("cause") = "",
+      "Stops chorus; `cause` (why this process stops) reaches the other ranks' failed ops");
   m.def(
       "suspend", [] { CallWithoutGil(&chorus_suspend); },
       "Stops the background loop, keeping the runtime, until reform() (see chorus_suspend)");

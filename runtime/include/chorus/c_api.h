@@ -78,6 +78,10 @@ typedef void (*chorus_done_fn)(void* arg, int code);
 CHORUS_EXPORT int chorus_init(const void* mpi_comm, int32_t num_process_sets,
                               const int32_t* const* process_sets, const int32_t* set_sizes);
 CHORUS_EXPORT int chorus_shutdown(void);
+/* chorus_shutdown, telling the other ranks why this process stops (`cause`: UTF-8 text, e.g.
+ * the uncaught exception; NULL or "" for none): their ops that fail because of this shutdown
+ * say it, with this rank and its host. */
+CHORUS_EXPORT int chorus_shutdown_because(const char* cause);
 /* chorus::Suspend and chorus::Reform (chorus.h, Note [Re-forming in place]): an elastic reset
  * keeps the runtime. Suspend stops the background loop (collective over the current world; new
  * ops fail until Reform); Reform forms the world the environment describes now (an elastic

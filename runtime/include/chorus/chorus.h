@@ -160,7 +160,10 @@ absl::Status Init(const InitOptions& options = {});
 // FailedPrecondition until they shut down too. So every rank should call it, after its last
 // op. Blocks until this rank's background thread has stopped. Safe to call when not initialised
 // (no-op). Init may be called again afterwards (collectively).
-absl::Status Shutdown();
+// `cause`: why this process stops, where it stops for a failure (chorus.torch passes the
+// uncaught exception, "RuntimeError: out of memory"): the other ranks' ops that fail because
+// of this shutdown say it, with this rank and its host.
+absl::Status Shutdown(std::string cause = "");
 
 // Note [Re-forming in place]: an elastic job's reset keeps the runtime and changes its world.
 //
