@@ -53,9 +53,11 @@ invariants rather than one exact sequence (test/elastic/soak_checks.py):
     has exited (looked up in /proc by a variable only this run's processes carry);
   - chorusrun's CPU (utime + stime from /proc) over every 2 s window stays below --cpu-limit
     (15% of a core);
-  - the outage of each loss (from the fault to the first step finished after it in a later
-    generation) stays below 6 s (the survivors go on at once), plus the heartbeat for SIGSTOP
-    and a start of the joiners where the survivors may be held for them or start afresh.
+  - a step finishes after each loss in a later generation, where the job goes on; the outage
+    (from the fault to that step) is reported, and with --outage-limit S checked: below S
+    (the survivors go on at once; 6 s suits an idle 2-core machine), plus the heartbeat for
+    SIGSTOP and a start of the joiners where the survivors may be held for them or start
+    afresh. Not checked by default: a wall-clock time on a loaded machine is no invariant.
 
 Usage: PYTHONPATH=build/python scripts/elastic_soak.py --seeds 0-239 [--jobs N]
        [--chorusrun build/launcher/chorusrun] [--keep-logs DIR] [--discovery-interval 0.05]
@@ -98,10 +100,6 @@ CPU_WINDOW_S = 2.0
 # after a worker silent for the heartbeat, or (where the job is to fail for want of slots) the
 # elastic timeout and the grace periods; plus a margin. Tight enough to catch a stall of 60 s.
 STALL_MARGIN_S = 15.0
-# An outage longer than this is a violation even within the bound: the survivors go on at once
-# (a reset, plus a margin for a loaded machine); plus the heartbeat for SIGSTOP, and a start of
-# the joining workers where the survivors may be held for them (or start afresh).
-OUTAGE_LIMIT_S = 6.0
 # From a worker's exit 0 to chorusrun's end: the grace period, the stop and a margin.
 EXIT0_LIMIT_S = soak_schedule.GRACE_S + 7
 SOAK_VAR = 'CHORUS_SOAK_RUN'
@@ -438,11 +436,13 @@ class Run:
         events = {e.id: e for e in s.events}
         for f, seconds in self.outages:
             e = events[f['label'].split(':')[0]]
-            limit = OUTAGE_LIMIT_S + (soak_schedule.HEARTBEAT_S if 'stop' in e.kind else 0)
-            limit += START_S if e.held or e.fresh else 0
             if seconds is None and self.status == 0 and s.expect.outcome == 'ok':
                 v.append(f'{f["label"]}: no step finished after it')
-            elif seconds is not None and seconds > limit:
+            if seconds is None or self.opts.outage_limit is None:
+                continue
+            limit = self.opts.outage_limit + (soak_schedule.HEARTBEAT_S if 'stop' in e.kind else 0)
+            limit += START_S if e.held or e.fresh else 0
+            if seconds > limit:
                 v.append(f'{f["label"]}: outage of {seconds:.1f} s (limit {limit:.0f} s)')
         self.records = None  # the logs stay on disk
 
@@ -501,6 +501,10 @@ def main():
     # every 50 ms, serving the workers' long polls); the limit leaves a margin for a busy machine.
     parser.add_argument('--cpu-limit', type=float, default=0.15,
                         help="chorusrun's highest CPU share over any 2 s window (cores)")
+    parser.add_argument('--outage-limit', type=float, default=None, metavar='S',
+                        help='fail a run whose outage after a loss exceeds S seconds (plus the '
+                        'heartbeat for SIGSTOP and a start where joiners are awaited); default: '
+                        'outages are reported, not checked')
     parser.add_argument('--print-schedules', action='store_true',
                         help='print the schedules of the seeds and exit')
     opts = parser.parse_args()
