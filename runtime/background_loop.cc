@@ -593,7 +593,7 @@ absl::Status BackgroundLoop::RunCycle(bool* stop) {
   timeline_->EndCycle();
   if (bits_.any(CacheBitVector::kShutdown)) {
     shutdown_ranks_ = bits_.ShutdownRanks();
-    ShareShutdownCauses();
+    if (bits_.any(CacheBitVector::kShutdownCause)) ShareShutdownCauses();
     *stop = true;
     return absl::OkStatus();
   }
@@ -628,7 +628,10 @@ absl::Status BackgroundLoop::ExchangeBits(const std::vector<int32_t>& invalid_bi
   uint64_t flags = 0;
   if (!unsent_.empty()) flags |= CacheBitVector::kUncached;
   shutdown_sent_ = queue_->closed();
-  if (shutdown_sent_) flags |= CacheBitVector::ShutdownFlags(topology_.rank);
+  if (shutdown_sent_) {
+    flags |= CacheBitVector::ShutdownFlags(topology_.rank);
+    if (!queue_->shutdown_cause().empty()) flags |= CacheBitVector::kShutdownCause;
+  }
   if (!pending_.empty()) flags |= CacheBitVector::kUncachedPending;
   if (stall_round) flags |= CacheBitVector::kStallRound;
   if (!gpu_failure.ok()) flags |= CacheBitVector::kGpuFailed;

@@ -167,9 +167,9 @@ class BackgroundLoop {
   // Every rank's local and cross numbers and host name, to every rank: the hosts (hosts_,
   // host_names_).
   absl::Status GatherPlaces();
-  // In the cycle that saw a shutdown: every rank's part to every rank (Note [Shutdown causes]),
-  // into shutdown_ranks_ and shutdown_causes_. Where the exchange fails (a peer gone since the
-  // flags), the flags' ranks stay and no cause is known.
+  // In the cycle that saw a shutdown with a cause (kShutdownCause): every rank's part to every
+  // rank (Note [Shutdown causes]), into shutdown_ranks_ and shutdown_causes_. Where the exchange
+  // fails (a peer gone since the flags, a world aborted), the flags' ranks stay, with no cause.
   void ShareShutdownCauses();
   absl::Status AddProcessSet(int32_t id, std::vector<int32_t> ranks);
   // Whether and how the set of these world ranks runs hierarchical collectives.

@@ -48,6 +48,7 @@ class CacheBitVector {
     kStallRound = 8,       // rank 0 wants a round to time out stalled ops
     kGpuFailed = 16,       // this rank's GPU data plane failed: all ranks stop
     kAutotune = 32,        // rank 0 sends new autotune parameters with this cycle's responses
+    kShutdownCause = 64,   // a rank shutting down gave a cause (Note [Shutdown causes])
   };
 
   // The flags of rank `rank` shutting down: kShutdown, and for a rank below kNamedShutdownRanks

@@ -51,11 +51,15 @@ std::string DescribeShutdown(bool requested_here, const std::vector<int>& ranks,
                              const std::vector<std::string>& host_names,
                              const std::vector<std::string>& causes, absl::string_view suffix);
 
-// Note [Shutdown causes]: in the cycle whose flags carry a shutdown, every rank sends rank 0
-// its part (whether it asked to shut down, and the cause it was given), and rank 0 sends every
-// rank all the parts: so each rank can name every rank that asked (the flags name only ranks
-// below CacheBitVector::kNamedShutdownRanks) and say why. Every rank sees the same flags, so all
-// of them take part in the exchange in the same cycle.
+// Note [Shutdown causes]: in the cycle whose flags carry a shutdown for which a rank gave a
+// cause (kShutdownCause: chorus.torch passes the uncaught exception that ends its process),
+// every rank sends rank 0 its part (whether it asked to shut down, and its cause), and rank 0
+// sends every rank all the parts: so each rank can name every rank that asked (the flags name
+// only ranks below CacheBitVector::kNamedShutdownRanks) and say why. Every rank sees the same
+// flags, so all of them take part in the exchange in the same cycle. A shutdown without a
+// cause (the end of a job, an elastic reset) exchanges nothing after the flags, as before: a
+// collective after the flags could wait on a peer that an elastic reset aborts meanwhile (up
+// to the no-progress bound) where there is nothing to tell.
 //
 // This rank's part: "+" and the cause (NUL bytes replaced, at most kMaxShutdownCause bytes)
 // when it asked to shut down, else "-".
