@@ -128,10 +128,15 @@ class Job:
 
     def wait_generation_from(self, first, size):
         """The events of the first generation numbered `first` or later in which at least
-        `size` workers trained (a later one can supersede `first` before its world forms)."""
+        `size` workers trained (a later one can supersede `first` before its world forms), once
+        every worker of that generation has trained (its records carry its size)."""
+        def complete(g):
+            gen = self.generation(g)
+            return len(gen) >= max(size, gen[0]['size']) if gen else False
+
         def found():
             gens = sorted({e['gen'] for e in self.events() if e['gen'] >= first})
-            return next((g for g in gens if len(self.generation(g)) >= size), None)
+            return next((g for g in gens if complete(g)), None)
         self.wait_for(f'a generation from {first} on with {size} workers',
                       lambda: found() is not None)
         return self.generation(found())
