@@ -48,6 +48,12 @@ std::optional<FailureReport> ParseFailureReport(absl::string_view line) {
   return report;
 }
 
+std::optional<FailureReport> ParseWorkerFailureReport(absl::string_view line, int writer) {
+  std::optional<FailureReport> report = ParseFailureReport(line);
+  if (report && !report->named_by_other) report->rank = writer;
+  return report;
+}
+
 void FailureReportSink::Write(int index, OutputStream stream, absl::string_view bytes) {
   inner_->Write(index, stream, bytes);
   if (stream != OutputStream::kStderr) return;
@@ -66,8 +72,7 @@ void FailureReportSink::Close(int index, OutputStream stream) {
 }
 
 void FailureReportSink::Scan(int index, absl::string_view line) {
-  if (std::optional<FailureReport> report = ParseFailureReport(line)) {
-    if (!report->named_by_other) report->rank = index;  // its own report
+  if (std::optional<FailureReport> report = ParseWorkerFailureReport(line, index)) {
     reports_->push_back(*std::move(report));
   }
 }

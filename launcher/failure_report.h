@@ -35,8 +35,12 @@ using elastic::FailureReport;
 
 // The report a line of a worker's stderr carries (without chorusrun's or mpirun's tag), if any:
 // its own (the rank in it is the writer's), or a rank it names as having shut chorus down
-// (named_by_other; ranks below 32 only, as the runtime names them).
+// (named_by_other; one rank, as the runtime's DescribeShutdown names it).
 std::optional<FailureReport> ParseFailureReport(absl::string_view line);
+
+// ParseFailureReport of a line that the worker of rank `writer` wrote: an own report gets
+// `writer` as its rank (the one the launcher knows the worker by), a named one keeps the line's.
+std::optional<FailureReport> ParseWorkerFailureReport(absl::string_view line, int writer);
 
 // An OutputSink that passes everything to `inner` and collects the failure reports in the
 // stderr of its workers, in arrival order; an own report's rank is the index its worker writes

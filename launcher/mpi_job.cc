@@ -131,8 +131,8 @@ int RunMpirun(const LaunchOptions& o, const MpirunJob& job, const std::string& p
         if (report->rank != *line.rank) end.host_of_rank.reset();
         if (end.reports.empty()) first_report = absl::Now();
         end.reports.push_back(*std::move(report));
-      } else if (std::optional<FailureReport> failure = ParseFailureReport(line.rank_text())) {
-        if (!failure->named_by_other) failure->rank = *line.rank;  // its own report
+      } else if (std::optional<FailureReport> failure =
+                     ParseWorkerFailureReport(line.rank_text(), *line.rank)) {
         end.failure_reports.push_back(*std::move(failure));
       }
     }

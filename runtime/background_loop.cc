@@ -349,8 +349,7 @@ absl::StatusOr<double> BackgroundLoop::EstimateClockOffset() {
 }
 
 void BackgroundLoop::ShareShutdownCauses() {
-  const std::string mine =
-      ShutdownPart(shutdown_sent_, shutdown_sent_ ? queue_->shutdown_cause() : "");
+  const std::string mine = ShutdownPart(shutdown_sent_, queue_->shutdown_cause());
   std::vector<std::string> parts;
   absl::Status status = controller_->GatherToRoot(mine, &parts);
   std::string joined = status.ok() && topology_.rank == 0 ? JoinShutdownParts(parts) : "";

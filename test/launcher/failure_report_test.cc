@@ -35,6 +35,8 @@ TEST_CASE("A rank named by another's failed op is a report named by another rank
        {"chorus.common.exceptions.HorovodInternalError: allreduce of 'step' failed: chorus was "
         "shut down by rank 2 on n3 before this op completed (a rank whose process ends, ...)",
         "chorus was shut down by rank 2 before this op completed",
+        "chorus was shut down by rank 2 on n3 (ValueError: bad (x)) before this op completed (a "
+        "rank whose ...)",
         "ChorusError: chorus was shut down by rank 2 (a rank whose ...)",
         "chorus was shut down by rank 2"}) {
     std::optional<FailureReport> r = ParseFailureReport(line);
@@ -51,6 +53,10 @@ TEST_CASE("A rank named by another's failed op is a report named by another rank
     INFO(line);
     CHECK_FALSE(ParseFailureReport(line).has_value());
   }
+  // As read from worker 5's output: its own report is rank 5's, a named rank stays the line's.
+  CHECK(ParseWorkerFailureReport("chorus was shut down by rank 2 on n3", 5)->rank == 2);
+  CHECK(ParseWorkerFailureReport("chorus: rank 0 failed (uncaught exception): E: x", 5)->rank == 5);
+  CHECK_FALSE(ParseWorkerFailureReport("chorus was shut down", 5).has_value());
   FailureReport named{2, "", true};
   CHECK(elastic::DescribeFailureReport(named, "n3") ==
         "rank 2 on n3 ended while the other ranks ran ops (their ops failed: chorus was shut "

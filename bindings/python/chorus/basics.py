@@ -151,7 +151,7 @@ def _report_failure(kind, value, traceback):
     if _topology is None or consequence or issubclass(kind, KeyboardInterrupt):
         return
     text = ("%s: %s" % (kind.__name__, value)) if str(value) else kind.__name__
-    text = text.splitlines()[0][:300] if text.strip() else kind.__name__
+    text = text.splitlines()[0][:300]  # starts with the type's name: never empty
     _exit_cause = text
     line = FAILURE_REPORT % (_topology["rank"], text) + "\n"
     try:
