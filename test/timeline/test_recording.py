@@ -201,10 +201,17 @@ def test_start_and_stop_at_run_time_record_just_that_window(tmp_path):
             str(path))
     events = load(path)
     assert events[-1]["name"] == "chorus_trace_end"
-    steps = {name.split(".")[1] for name in rows(events).values()}
-    assert steps == {"s1", "s2"}, steps
-    check_job_trace([e for e in events], 0, 2, pid=0)
     tensors = by_tensor(events)
+    ran = {name.split(".")[1] for (_, name), evs in tensors.items()
+           if any(e["ph"] == "X" for e in evs)}
+    assert ran == {"s1", "s2"}, ran
+    # Rank 1 may submit step 3 before rank 0's stop_timeline returns: rank 0 then records the
+    # request it heard (a mark for rank 1), but nothing of step 3 ran while it recorded.
+    for (_, name), evs in tensors.items():
+        if name.split(".")[1] not in ran:
+            assert name.split(".")[1] == "s3", name
+            assert [(e["ph"], e["args"]["rank"]) for e in evs] == [("i", 1)], (name, evs)
+    check_job_trace([e for e in events], 0, 2, pid=0)
     for step in (1, 2):
         for i in range(SMALL):
             check_tensor(tensors[(0, "allreduce.s%d.w%d" % (step, i))], "ALLREDUCE",
