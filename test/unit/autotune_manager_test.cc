@@ -390,7 +390,7 @@ TEST_CASE("A new generation searches again from the last best point", "[autotune
 
 TEST_CASE("A binary knob is tried switched at the start first, and its better value is kept",
           "[autotune][manager]") {
-  // The landscape of 2 hosts x 2 ranks at 2 Gbit/s (README, autotune on the namespace cluster;
+  // The landscape of 2 hosts x 2 ranks at 2 Gbit/s (docs/autotune.md, on the namespace cluster;
   // Note [Binary knobs first]): flat, every point alike; hierarchical, 1.4x as fast with a chunk
   // of 1-4 MiB, slower than flat with a chunk far from that.
   auto score = [](const TunedParameters& p) {
