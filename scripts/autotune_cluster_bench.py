@@ -6,7 +6,7 @@ limited to --rate (tbf), UCX_TLS=tcp,self so that the traffic between hosts cros
 With 2 hosts of 2 ranks each, hierarchical allreduce is a knob of the search and of the grid.
 chorus's collectives run on its UCX data plane (--controller ucx, CHORUS_CONTROLLER=ucx: MPI starts
 the job and exchanges the UCX addresses); --controller mpi puts them on Open MPI, where this
-benchmark does not finish on the namespace cluster (README.md, "Autotune", "On the namespace
+benchmark does not finish on the namespace cluster (docs/autotune.md, "On the namespace
 cluster").
 
     sudo PYTHONPATH=$PWD/build/python nice -n 5 scripts/autotune_cluster_bench.py \\
