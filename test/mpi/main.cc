@@ -1,7 +1,8 @@
 // Catch2 runner for the MPI tier: every rank runs the same test cases in the same order (the
 // tests are collective). Rank 0 prints the full console report; the other ranks use the compact
 // reporter (one line per failure plus a summary) unless -r was given. The exit code is the
-// worst over all ranks, so the job fails when any rank failed.
+// worst over all ranks, so the job fails when any rank failed (77, skipped, only when every rank
+// skipped every case it ran).
 #include <string>
 
 #include <mpi.h>
@@ -22,8 +23,13 @@ int main(int argc, char** argv) {
   options.no_colour = true;  // mpirun forwards output through a pty: colour codes litter logs
   const int result = chorus::testing::RunCatch(argc, argv, options);
 
-  int worst = 0;
-  MPI_Allreduce(&result, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  // A failure on any rank fails the run; it is skipped only where every rank skipped it all.
+  const int failure = result == chorus::testing::kSkipped ? 0 : result;
+  const int skipped = result == chorus::testing::kSkipped ? 1 : 0;
+  int worst = 0, all_skipped = 0;
+  MPI_Allreduce(&failure, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Allreduce(&skipped, &all_skipped, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (worst == 0 && all_skipped == 1) worst = chorus::testing::kSkipped;
   // The runtime's background thread uses MPI until it is shut down.
   (void)chorus::Shutdown();
   chorus::ops::FreeMpiCustomOps();

@@ -7,6 +7,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "test/support/catch_session.h"
 #include "test/support/huge_page_probe.h"
 
 namespace chorus::runtime {
@@ -37,7 +38,7 @@ struct Mapping {
 TEST_CASE("HugePageAdvisor collapses the 2 MiB pages a tensor overlaps", "[huge_pages]") {
   HugePageAdvisor advisor(true);
   if (!advisor.enabled()) {
-    WARN("this kernel has no MADV_COLLAPSE: the advisor is off, nothing to check");
+    chorus::testing::SkipCase("this kernel has no MADV_COLLAPSE: the advisor is off");
     return;
   }
   Mapping map(16 << 20);
@@ -75,7 +76,7 @@ TEST_CASE("HugePageAdvisor collapses what lies within the tensor's mapping and n
           "[huge_pages]") {
   HugePageAdvisor advisor(true);
   if (!advisor.enabled()) {
-    WARN("this kernel has no MADV_COLLAPSE: the advisor is off, nothing to check");
+    chorus::testing::SkipCase("this kernel has no MADV_COLLAPSE: the advisor is off");
     return;
   }
   // Inaccessible guard space around a writable mapping (a mapping of its own: the kernel never
@@ -121,7 +122,7 @@ TEST_CASE("AllocateHugePageBuffer returns 2 MiB-aligned memory backed by huge pa
   std::memset(buffer.get(), 0x5a, static_cast<size_t>(bytes));
   CHECK(buffer[bytes - 1] == std::byte{0x5a});
   if (chorus::testing::TransparentHugePagesOff()) {
-    WARN("transparent huge pages are disabled on this machine: no huge pages to check");
+    chorus::testing::SkipCase("transparent huge pages are disabled on this machine");
     return;
   }
   CHECK(AnonHugeBytes(p, p + static_cast<uintptr_t>(bytes)) >=
@@ -137,7 +138,7 @@ TEST_CASE("AllocateHugePageBuffer without huge pages maps plain pages", "[huge_p
   std::memset(buffer.get(), 0x5a, static_cast<size_t>(bytes));
   CHECK(buffer[bytes - 1] == std::byte{0x5a});
   if (!chorus::testing::TransparentHugePagesOnlyWhenAdvised()) {
-    WARN("transparent huge pages are not in 'madvise' mode here: the kernel decides alone");
+    chorus::testing::SkipCase("transparent huge pages are not in 'madvise' mode here");
     return;
   }
   CHECK(AnonHugeBytes(p, p + static_cast<uintptr_t>(bytes)) == 0);
