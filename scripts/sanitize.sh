@@ -28,5 +28,5 @@ if [[ ! -f build-tsan/build.ninja ]]; then
     -DCMAKE_UNITY_BUILD=ON -DCHORUS_SANITIZE=thread -DCHORUS_WITH_CUDA=OFF -DCHORUS_BUILD_PYTHON=OFF
 fi
 cmake --build build-tsan -j "$(nproc)" --target chorus_unit_tests chorus_launcher_tests
-ctest --test-dir build-tsan --output-on-failure -R '^(unit|launcher_unit)$'
+ctest --test-dir build-tsan --output-on-failure -R '^(unit|unit_elastic|launcher_unit)$'
 
