@@ -4,7 +4,7 @@
 # every pattern its name matches. Each test directory calls chorus_label_components() at its
 # end, after its tests' own properties are set (labels are appended, never replaced).
 set(CHORUS_TEST_COMPONENTS
-  "collectives:^(unit|mpi_(ucx_)?np[0-9]+|python_(ucx_)?np[0-9]+|c_api_np[0-9]+|python_init_comm)$"
+  "collectives:^(unit|unit_large|mpi_(ucx_)?np[0-9]+|python_(ucx_)?np[0-9]+|c_api_np[0-9]+|python_init_comm)$"
   "config:^(mpi_bad_env_one_rank|python_print_config|python_bad_variable_one_rank_.*|launcher_flags_e2e)$"
   "fusion:^unit_huge_pages$"
   "self_test:_self_test$"

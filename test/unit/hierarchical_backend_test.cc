@@ -20,6 +20,7 @@
 
 #include "test/support/hierarchical_inputs.h"
 #include "test/support/in_process_fabric.h"
+#include "test/support/sanitized.h"
 #include "test/support/summation_bound.h"
 #include "test/support/typed_values.h"
 
@@ -81,11 +82,14 @@ struct Outputs {
 };
 
 TEST_CASE("Hierarchical allreduce equals the flat one: every dtype and op, uneven counts",
-          "[hierarchical]") {
-  const std::vector<int> hosts = GENERATE(std::vector<int>{0, 0, 1, 1},        // 2 x 2
-                                          std::vector<int>{0, 0, 1, 1, 2, 2},  // 3 x 2
-                                          std::vector<int>{0, 0, 0, 1, 1, 1},  // 2 x 3
-                                          std::vector<int>{0, 1, 0, 1});       // interleaved
+          "[hierarchical][large]") {
+  using Hosts = std::vector<int>;
+  const Hosts hosts = GENERATE(
+      from_range(chorus::testing::FullOrSanitized<Hosts>({{0, 0, 1, 1},        // 2 x 2
+                                                          {0, 0, 1, 1, 2, 2},  // 3 x 2
+                                                          {0, 0, 0, 1, 1, 1},  // 2 x 3
+                                                          {0, 1, 0, 1}},       // interleaved
+                                                         {{0, 0, 1, 1, 2, 2}, {0, 1, 0, 1}})));
   const int n = static_cast<int>(hosts.size());
   const int local_size = n / (*std::max_element(hosts.begin(), hosts.end()) + 1);
   // 40001: blocks above kCrossAllreduceMaxBytes for the 4- and 8-byte types (the cross step as

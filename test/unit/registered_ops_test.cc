@@ -20,6 +20,7 @@
 #include "test/support/fast_cycle_config.h"
 #include "test/support/rank_failures.h"
 #include "test/support/runtime_ranks.h"
+#include "test/support/sanitized.h"
 
 namespace chorus::runtime {
 namespace {
@@ -404,9 +405,10 @@ LayoutRun RunLayout(int n, const std::vector<int64_t>& sizes, bool bucket, int s
 }
 
 TEST_CASE("gradients back to back in one buffer are reduced in place, bit-equal to copies",
-          "[runtime][registered][zero_copy]") {
-  const int n = GENERATE(2, 3);
-  const double prescale = GENERATE(1.0, 0.25);
+          "[runtime][registered][zero_copy][large]") {
+  const int n = GENERATE(from_range(chorus::testing::FullOrSanitized<int>({2, 3}, {3})));
+  const double prescale =
+      GENERATE(from_range(chorus::testing::FullOrSanitized<double>({1.0, 0.25}, {0.25})));
   // Small tensors (packed: below the in-place minimum) over more than one pipeline chunk (4 MiB
   // by default), and a set with large ones between them (reduced in place on their own: a
   // window of small ones around them is not contiguous and goes through the fusion buffer).
