@@ -45,7 +45,9 @@ class Definitions {
         app_.add_option("-n,--num-proc", o->num_proc, "Total number of training processes.");
     app_.add_flag("--check-build", check_build_,
                   "Shows which frameworks and libraries have been built into chorus.");
-    app_.add_flag("--disable-cache", disable_cache_, "Accepted for horovodrun compatibility.");
+    app_.add_flag("--disable-cache", disable_cache_,
+                  "Run the initialization checks (ssh to every host) on every launch: chorusrun "
+                  "always does, it keeps no cache of them.");
     Optional("--start-timeout", &o->start_timeout_s,
              "Seconds for the start (default: 30, or HOROVOD_START_TIMEOUT). --gloo: each ssh "
              "host check and connection, and how long workers wait for every rank to join.");

@@ -90,14 +90,16 @@ absl::StatusOr<std::string> ChooseRendezvousAddress(const HostRoute& route,
     }
     return named.front()->address;
   }
+  // What this machine cannot reach is its environment's, not bad input: exit 1, as the same
+  // host fails the ssh check in MPI mode (a named interface without an address stays bad input).
   if (!route.resolved.ok()) {
-    return absl::InvalidArgumentError(
+    return absl::UnavailableError(
         absl::StrCat("cannot resolve host ", route.host, " (", route.resolved.status().message(),
                      "), so chorusrun cannot tell which address of this machine it reaches; ",
                      Choose(interfaces)));
   }
   if (!route.source.ok()) {
-    return absl::InvalidArgumentError(
+    return absl::UnavailableError(
         absl::StrCat("host ", route.host, " resolves to ", *route.resolved,
                      ", and this machine has no route to it (", route.source.status().message(),
                      "), so its workers could not reach the rendezvous; ", Choose(interfaces)));

@@ -17,7 +17,9 @@
 // machine can dial, and a host that resolves it otherwise would only be lucky.
 //
 // Every error names the host, the address tried or the interface looked for, this machine's
-// IPv4 interfaces, and says to choose one with --network-interface.
+// IPv4 interfaces, and says to choose one with --network-interface. A host that does not resolve
+// or has no route is Unavailable (chorusrun exits 1, as MPI mode does when its ssh check fails
+// for the same host); named interfaces without an address are InvalidArgument (exit 2).
 //
 // Thread-safety: ChooseRendezvousAddress and FormatInterfaces are pure; the others read the
 // system's state (interfaces, resolver, routing table) and may be called from any thread.

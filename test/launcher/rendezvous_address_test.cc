@@ -40,7 +40,7 @@ TEST_CASE("A host that does not resolve: the error names it and says how to choo
   const HostRoute route{"n9", absl::NotFoundError("getaddrinfo: Name or service not known"),
                         absl::NotFoundError("getaddrinfo: Name or service not known")};
   absl::StatusOr<std::string> a = ChooseRendezvousAddress(route, kInterfaces, {});
-  REQUIRE(absl::IsInvalidArgument(a.status()));
+  REQUIRE(absl::IsUnavailable(a.status()));
   CHECK(a.status().message() ==
         "cannot resolve host n9 (getaddrinfo: Name or service not known), so chorusrun cannot "
         "tell which address of this machine it reaches; name the interface its workers reach "
@@ -53,7 +53,7 @@ TEST_CASE("A host without a route: the error names the address tried",
   const HostRoute route{"far", std::string("203.0.113.5"),
                         absl::UnavailableError("connect: Network is unreachable")};
   absl::StatusOr<std::string> a = ChooseRendezvousAddress(route, kInterfaces, {});
-  REQUIRE(absl::IsInvalidArgument(a.status()));
+  REQUIRE(absl::IsUnavailable(a.status()));
   CHECK_THAT(std::string(a.status().message()),
              Catch::StartsWith("host far resolves to 203.0.113.5, and this machine has no route "
                                "to it (connect: Network is unreachable), so its workers could "
