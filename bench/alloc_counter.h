@@ -22,6 +22,16 @@ bool AllocationsCounted();
 int64_t ProcessAllocations();
 int64_t ThreadAllocations();
 
+// Stacks of allocations, for saying what allocated where none was expected: while capture is
+// on, the first kMaxCapturedStacks allocations in the process each keep their call stack
+// (return addresses, no allocation while capturing). StartCapture clears what was kept.
+inline constexpr int kMaxCapturedStacks = 4;
+void StartCapture();
+void StopCapture();
+// Writes the kept stacks (symbolized as far as the dynamic symbol table allows; resolve the
+// rest with addr2line) to the file descriptor; returns how many there were.
+int WriteCapturedStacks(int fd);
+
 }  // namespace chorus::bench
 
 #endif  // CHORUS_BENCH_ALLOC_COUNTER_H_

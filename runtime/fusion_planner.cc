@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -50,6 +51,23 @@ void CopyHeader(const Response& from, Response& to) {
   to.wire_dtype = from.wire_dtype;
 }
 
+// Resizes `v` to n elements without freeing or allocating the elements' own buffers where it
+// can: elements beyond n move to `spare`, new ones come from it. A plan whose batches split the
+// same tensors differently from one cycle to the next (a response of 150 names, then of 50)
+// then reuses the names' and shapes' buffers instead of freeing and allocating them again.
+template <typename T>
+void ResizeKeeping(std::vector<T>& v, size_t n, std::vector<T>& spare) {
+  while (v.size() > n) {
+    spare.push_back(std::move(v.back()));
+    v.pop_back();
+  }
+  while (v.size() < n && !spare.empty()) {
+    v.push_back(std::move(spare.back()));
+    spare.pop_back();
+  }
+  v.resize(n);
+}
+
 // Makes `to` the fusion of responses[parts[0]], responses[parts[1]], ... (in order;
 // compatible), assigning into its existing names and shapes so that their buffers are reused;
 // appends each name's source index to `sources` (if set).
@@ -61,8 +79,11 @@ void AssignFused(absl::Span<const Response* const> responses, const std::vector<
     names += responses[p]->names.size();
     shapes += responses[p]->shapes.size();
   }
-  to.names.resize(names);
-  to.shapes.resize(shapes);
+  // Per thread, like PlanFusionInto's scratch: the planning loop's own.
+  thread_local std::vector<std::string> spare_names;
+  thread_local std::vector<std::vector<int64_t>> spare_shapes;
+  ResizeKeeping(to.names, names, spare_names);
+  ResizeKeeping(to.shapes, shapes, spare_shapes);
   to.first_dims.clear();
   size_t n = 0, s = 0;
   for (size_t p : parts) {

@@ -6,18 +6,22 @@
 // (CHORUS_CONTROLLER=ucx). Open MPI's collectives allocate per call (its non-blocking and
 // large-message allreduces): with several ranks on MPI the process-wide count is printed, not
 // checked. Counts allocations (bench/alloc_counter.h), not time. Run under mpirun.
-// A rare step may still allocate in the process: on a loaded 2-core machine about one run in
-// five has one step with one allocation (a cycle split as never before grows a kept buffer
-// once), and one run in a long series had a step with 306; so the process-wide check allows
-// kMaxAllocatingSteps of the timed steps to allocate, and prints which. Allocating every step
-// (what a regression does) fails; the submitting thread must never allocate.
+// Every other step pauses partway through its submissions, so the loop takes it in two cycles
+// split at a different tensor each time: a plan never seen before must reuse the kept buffers
+// too. A rare step may still allocate in the process: UCX grows its own request pool once in a
+// while (ucs_mpool_grow under ucp_worker_progress, one allocation), so the process-wide check
+// allows kMaxAllocatingSteps of the timed steps to allocate, and prints which, with the stacks
+// of the first allocating steps' first allocations. Allocating every step (what a regression
+// does) fails; the submitting thread must never allocate.
 //
 // Prints "PASS" on every rank, or what allocated and exits 1.
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -64,9 +68,15 @@ absl::Status Run(int rank, int ranks) {
   for (int step = 0; step < kWarmup + kSteps; ++step) {
     for (auto& g : grads) g.assign(g.size(), static_cast<float>(rank + step));
     handles.clear();
+    if (step >= kWarmup) chorus::bench::StartCapture();
     const int64_t process0 = chorus::bench::ProcessAllocations();
     const int64_t thread0 = chorus::bench::ThreadAllocations();
+    // Every other step pauses partway, as a backward pass does, so that the background loop
+    // takes the step in two cycles split at a different tensor each time (the cycle time is
+    // 1 ms by default): the plans of new splits reuse the kept buffers.
+    const int pause_at = step % 2 == 1 ? (step * 37) % kTensors : -1;
     for (int k = kTensors; k-- > 0;) {
+      if (k == pause_at) std::this_thread::sleep_for(std::chrono::milliseconds(3));
       CHORUS_ASSIGN_OR_RETURN(chorus::Handle h,
                               chorus::Submit(slots[k], chorus::SubmitArgs{grads[k].data()}));
       handles.push_back(h);
@@ -77,6 +87,7 @@ absl::Status Run(int rank, int ranks) {
       CHORUS_RETURN_IF_ERROR(result.status);
     }
     const int64_t process = chorus::bench::ProcessAllocations() - process0;
+    chorus::bench::StopCapture();
     // The results are right, too: the average of rank + step over the ranks.
     const float want = static_cast<float>(step) + static_cast<float>(ranks - 1) / 2.0f;
     for (int k = 0; k < kTensors; ++k) {
@@ -89,6 +100,12 @@ absl::Status Run(int rank, int ranks) {
       worst.submitter = std::max(worst.submitter, submitter);
       worst.process = std::max(worst.process, process);
       if (process != 0) {
+        // Where the first allocating steps allocated, for whoever reads a failure.
+        if (worst.allocating_steps < 2) {
+          std::fprintf(stderr, "rank %d, step %d: %lld allocations\n", rank, step,
+                       static_cast<long long>(process));
+          chorus::bench::WriteCapturedStacks(2);
+        }
         ++worst.allocating_steps;
         absl::StrAppend(&worst.which, worst.which.empty() ? "" : ", ", step, ": ", process);
       }
