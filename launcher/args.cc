@@ -52,12 +52,15 @@ class Definitions {
              "Seconds for the start (default: 30, or HOROVOD_START_TIMEOUT). --gloo: each ssh "
              "host check and connection, and how long workers wait for every rank to join.");
     app_.add_option("--network-interfaces", nics_,
-                    "Comma-separated network interfaces to use for communication.")
+                    "Comma-separated network interfaces to use for communication: NCCL's "
+                    "sockets; MPI mode: Open MPI's TCP transport; --gloo: UCX's network "
+                    "devices and the rendezvous address remote workers dial.")
         ->expected(1)
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
         ->allow_extra_args(false);
     app_.add_option("--network-interface", nic_,
-                    "A network interface to use for communication; may be repeated.")
+                    "A network interface to use for communication (as --network-interfaces); "
+                    "may be repeated.")
         ->expected(1)
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
         ->allow_extra_args(false);

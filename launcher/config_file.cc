@@ -81,7 +81,6 @@ KeyHandler Inverted(std::optional<bool>* out) {
 absl::Status Apply(const YAML::Node& root, const std::string& file, LaunchOptions* o) {
   if (root.IsNull()) return absl::OkStatus();
   if (!root.IsMap()) return absl::InvalidArgumentError(absl::StrCat(file, ": expected a map"));
-  std::optional<int> ccl_bgt_affinity;  // read for its type, then ignored
   const std::map<std::string, std::map<std::string, KeyHandler>> sections = {
       {"params",
        {{"fusion_threshold_mb", Into(&o->fusion_threshold_mb)},
@@ -106,7 +105,14 @@ absl::Status Apply(const YAML::Node& root, const std::string& file, LaunchOption
       {"library_options",
        {{"mpi_threads_disable", Into(&o->mpi_threads_disable)},
         {"num_nccl_streams", Into(&o->num_nccl_streams)},
-        {"ccl_bgt_affinity", Into(&ccl_bgt_affinity)},
+        {"thread_affinity", Into(&o->thread_affinity)},
+        // Horovod 0.21 renamed it thread_affinity; Horovod 0.28.1 no longer reads it.
+        {"ccl_bgt_affinity",
+         [](const YAML::Node&, const std::string& where) {
+           return absl::InvalidArgumentError(absl::StrCat(
+               where, ": renamed thread_affinity in horovodrun's config file (the cores of the "
+                      "background threads, --thread-affinity); chorus has no oneCCL"));
+         }},
         {"gloo_timeout_seconds", Into(&o->gloo_timeout_seconds)}}},
       {"logging",
        {{"level", Into(&o->log_level)},

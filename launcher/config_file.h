@@ -9,12 +9,12 @@
 //              bayes_opt_max_samples: 50, gaussian_process_noise: 0.9}
 //   timeline: {filename: t.json, mark_cycles: true}
 //   stall_check: {enabled: true, warning_time_seconds: 120, shutdown_time_seconds: 240}
-//   library_options: {mpi_threads_disable: true, num_nccl_streams: 2, ccl_bgt_affinity: 1,
+//   library_options: {mpi_threads_disable: true, num_nccl_streams: 2, thread_affinity: 1,
 //                     gloo_timeout_seconds: 60}
 //   logging: {level: INFO, with_timestamp: true}   # or hide_timestamp: true
 //
-// As in horovodrun, a value given on the command line wins over the file's. ccl_bgt_affinity is
-// accepted and ignored (chorus has no CCL). An unknown section or key and a value of the wrong
+// As in horovodrun, a value given on the command line wins over the file's. ccl_bgt_affinity (the
+// key's name before Horovod 0.21) is an error naming thread_affinity. An unknown section or key and a value of the wrong
 // type are errors naming the file and key, in one line (the YAML's own text shown with C escapes:
 // chorusrun's messages are one line, launcher/args.h).
 //

@@ -82,7 +82,14 @@ std::vector<EnvVar> WorkerEnvironment(const LaunchOptions& o) {
     b.Set("UCX_TLS", "tcp");
   }
   if (!o.network_interfaces.empty()) {
-    b.Set("NCCL_SOCKET_IFNAME", absl::StrJoin(o.network_interfaces, ","));
+    const std::string interfaces = absl::StrJoin(o.network_interfaces, ",");
+    b.Set("NCCL_SOCKET_IFNAME", interfaces);
+    // --gloo: UCX carries the controller and the CPU data plane, as Gloo does in horovodrun,
+    // where the flag names the interface Gloo's connections use: UCX's network devices are
+    // those interfaces (shared memory within a host is not a network device and stays). MPI
+    // mode restricts Open MPI's TCP transport instead (launcher/mpirun_command.cc), as
+    // horovodrun does.
+    if (o.gloo) b.Set("UCX_NET_DEVICES", interfaces);
   }
   b.Add(config_names::kThreadAffinity, o.thread_affinity);
   // horovodrun's timeout for Gloo's operations is chorus's no-progress bound (both modes).

@@ -40,7 +40,8 @@ report = {
     'cross_rank': hvd.cross_rank(), 'cross_size': hvd.cross_size(),
     'hostname': socket.gethostname(), 'chorus_hostname': e.get('CHORUS_HOSTNAME'),
     'allreduce': total.tolist(), 'allgather': gathered.tolist(), 'broadcast': broadcast.tolist(),
-    'test_var': e.get('CLUSTER_TEST_VAR'), 'ucx_tls': e.get('UCX_TLS'), 'pid': os.getpid(),
+    'test_var': e.get('CLUSTER_TEST_VAR'), 'ucx_tls': e.get('UCX_TLS'),
+    'ucx_net_devices': e.get('UCX_NET_DEVICES'), 'pid': os.getpid(),
 }
 print('CLUSTER_WORKER ' + json.dumps(report, sort_keys=True), flush=True)
 

@@ -186,8 +186,9 @@ def worker_reports(job):
     return reports
 
 
-def check_reports(job, hosts, np, gloo, forwarded=None):
-    """Every rank's numbers, host and results against what the host list implies."""
+def check_reports(job, hosts, np, gloo, forwarded=None, interface=True):
+    """Every rank's numbers, host and results against what the host list implies; `gloo` and
+    `interface` as given to mode_flags."""
     reports = worker_reports(job)
     assert sorted(reports) == list(range(np)), f'reports from ranks {sorted(reports)}'
     layout = expected_layout(hosts, np)
@@ -205,6 +206,11 @@ def check_reports(job, hosts, np, gloo, forwarded=None):
             got['allgather']
         assert got['broadcast'] == [10 * (np - 1) + 7], got['broadcast']
         assert got['ucx_tls'] == 'tcp,self', f'rank {r}: UCX_TLS={got["ucx_tls"]!r}'
+        # --gloo --network-interface: UCX's connections (the data moved above) use that
+        # interface alone, as Gloo's do in horovodrun.
+        devices = cl.BRIDGE if gloo and interface else None
+        assert got['ucx_net_devices'] == devices, \
+            f'rank {r}: UCX_NET_DEVICES={got["ucx_net_devices"]!r}, expected {devices!r}'
         for name, value in (forwarded or {}).items():
             assert got[name] == value, f'rank {r}: {name} = {got[name]!r}, expected {value!r}'
 
@@ -278,7 +284,7 @@ def rendezvous_default(ctx):
                                           '--gloo'] + UCX_TCP + [PYTHON, WORKER])
     status = job.wait()
     assert status == 0, f'status {status}'
-    check_reports(job, hosts, 3, gloo=True)
+    check_reports(job, hosts, 3, gloo=True, interface=False)
 
 
 def probe(ctx, argv, host=None):

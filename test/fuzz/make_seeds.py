@@ -500,7 +500,7 @@ autotune: {enabled: true, log_file: f.csv, warmup_samples: 5, steps_per_sample: 
            bayes_opt_max_samples: 50, gaussian_process_noise: 0.9}
 timeline: {filename: t.json, mark_cycles: true}
 stall_check: {enabled: true, warning_time_seconds: 120, shutdown_time_seconds: 240}
-library_options: {mpi_threads_disable: true, num_nccl_streams: 2, ccl_bgt_affinity: 1,
+library_options: {mpi_threads_disable: true, num_nccl_streams: 2, thread_affinity: 1,
                   gloo_timeout_seconds: 60}
 logging: {level: INFO, with_timestamp: true}
 ''',

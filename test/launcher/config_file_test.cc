@@ -43,7 +43,7 @@ stall_check:
 library_options:
   mpi_threads_disable: true
   num_nccl_streams: 2
-  ccl_bgt_affinity: 1
+  thread_affinity: 1
   gloo_timeout_seconds: 60
 
 logging:
@@ -72,9 +72,42 @@ TEST_CASE("Horovod's example config file fills every field", "[launcher][config]
   CHECK(o.stall_check_shutdown_time_seconds == 240);
   CHECK(o.mpi_threads_disable == true);
   CHECK(o.num_nccl_streams == 2);
+  CHECK(o.thread_affinity == "1");
   CHECK(o.gloo_timeout_seconds == 60);
   CHECK(o.log_level == "INFO");
   CHECK(o.log_with_timestamp == false);
+}
+
+TEST_CASE("ccl_bgt_affinity, thread_affinity's name before Horovod 0.21, is an error naming it",
+          "[launcher][config]") {
+  LaunchOptions o;
+  const absl::Status s =
+      ApplyConfigYaml("library_options:\n  ccl_bgt_affinity: 1\n", "c.yaml", &o);
+  CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(s.message()),
+             Catch::StartsWith("c.yaml: library_options.ccl_bgt_affinity: renamed thread_affinity"));
+}
+
+TEST_CASE("thread_affinity from the file reaches the workers and is checked like the flag",
+          "[launcher][config]") {
+  const std::string path = "/tmp/chorus_launcher_config_affinity_test.yaml";
+  for (const auto& [value, ok] :
+       std::vector<std::pair<std::string, bool>>{{"1", true}, {"2,0", true}, {"-1", false}}) {
+    {
+      std::ofstream out(path);
+      out << "library_options:\n  thread_affinity: " << value << "\n";
+    }
+    auto cl = ParseCommandLine({"-np", "2", "--config-file", path, "prog"});
+    INFO(value << ": " << cl.status().ToString());
+    REQUIRE(cl.ok() == ok);
+    if (ok) {
+      CHECK(WorkerEnvironment(cl->options) ==
+            std::vector<EnvVar>{{"CHORUS_THREAD_AFFINITY", value}});
+    } else {
+      CHECK_THAT(std::string(cl.status().message()), Catch::Contains("--thread-affinity"));
+    }
+  }
+  std::remove(path.c_str());
 }
 
 TEST_CASE("Flags on the command line win over the file", "[launcher][config]") {

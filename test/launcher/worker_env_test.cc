@@ -45,6 +45,9 @@ TEST_CASE("Flags map to the runtime's CHORUS_* variables", "[launcher][env]") {
       {{"--log-with-timestamp"}, {{"CHORUS_LOG_HIDE_TIME", "0"}}},
       {{"--tcp"}, {{"NCCL_IB_DISABLE", "1"}, {"UCX_TLS", "tcp"}}},
       {{"--network-interfaces", "eth0,eth1"}, {{"NCCL_SOCKET_IFNAME", "eth0,eth1"}}},
+      // --gloo: UCX's connections, as Gloo's in horovodrun, use the named interfaces.
+      {{"--gloo", "--network-interfaces", "eth0,eth1"},
+       {{"NCCL_SOCKET_IFNAME", "eth0,eth1"}, {"UCX_NET_DEVICES", "eth0,eth1"}}},
       {{"--num-nccl-streams", "2"}, {{"CHORUS_NUM_NCCL_STREAMS", "2"}}},
       {{"--thread-affinity", "3"}, {{"CHORUS_THREAD_AFFINITY", "3"}}},
       {{"--thread-affinity", "1,0"}, {{"CHORUS_THREAD_AFFINITY", "1,0"}}},
