@@ -110,8 +110,9 @@ absl::Status Apply(const YAML::Node& root, const std::string& file, LaunchOption
         {"ccl_bgt_affinity",
          [](const YAML::Node&, const std::string& where) {
            return absl::InvalidArgumentError(absl::StrCat(
-               where, ": renamed thread_affinity in horovodrun's config file (the cores of the "
-                      "background threads, --thread-affinity); chorus has no oneCCL"));
+               where,
+               ": renamed thread_affinity in horovodrun's config file (the cores of the "
+               "background threads, --thread-affinity); chorus has no oneCCL"));
          }},
         {"gloo_timeout_seconds", Into(&o->gloo_timeout_seconds)}}},
       {"logging",

@@ -14,9 +14,9 @@
 //   logging: {level: INFO, with_timestamp: true}   # or hide_timestamp: true
 //
 // As in horovodrun, a value given on the command line wins over the file's. ccl_bgt_affinity (the
-// key's name before Horovod 0.21) is an error naming thread_affinity. An unknown section or key and a value of the wrong
-// type are errors naming the file and key, in one line (the YAML's own text shown with C escapes:
-// chorusrun's messages are one line, launcher/args.h).
+// key's name before Horovod 0.21) is an error naming thread_affinity. An unknown section or key and
+// a value of the wrong type are errors naming the file and key, in one line (the YAML's own text
+// shown with C escapes: chorusrun's messages are one line, launcher/args.h).
 //
 // Thread-safety: stateless.
 #ifndef CHORUS_LAUNCHER_CONFIG_FILE_H_

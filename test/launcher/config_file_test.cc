@@ -81,11 +81,11 @@ TEST_CASE("Horovod's example config file fills every field", "[launcher][config]
 TEST_CASE("ccl_bgt_affinity, thread_affinity's name before Horovod 0.21, is an error naming it",
           "[launcher][config]") {
   LaunchOptions o;
-  const absl::Status s =
-      ApplyConfigYaml("library_options:\n  ccl_bgt_affinity: 1\n", "c.yaml", &o);
+  const absl::Status s = ApplyConfigYaml("library_options:\n  ccl_bgt_affinity: 1\n", "c.yaml", &o);
   CHECK(s.code() == absl::StatusCode::kInvalidArgument);
-  CHECK_THAT(std::string(s.message()),
-             Catch::StartsWith("c.yaml: library_options.ccl_bgt_affinity: renamed thread_affinity"));
+  CHECK_THAT(
+      std::string(s.message()),
+      Catch::StartsWith("c.yaml: library_options.ccl_bgt_affinity: renamed thread_affinity"));
 }
 
 TEST_CASE("thread_affinity from the file reaches the workers and is checked like the flag",
