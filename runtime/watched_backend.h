@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "ops/collective_backend.h"
@@ -28,29 +29,14 @@ class WatchedBackend : public ops::CollectiveBackend {
   int rank() const override { return inner_->rank(); }
   int size() const override { return inner_->size(); }
   std::string name() const override { return inner_->name(); }
-  absl::Status Allreduce(const void* send, void* recv, int64_t count, DataType dtype,
-                         ReduceOp op) override;
-  absl::Status Allgatherv(const void* send, void* recv,
-                          absl::Span<const int64_t> recv_bytes) override;
-  absl::Status Broadcast(void* buffer, int64_t bytes, int root) override;
-  absl::Status Alltoallv(const void* send, absl::Span<const int64_t> send_bytes,
-                         absl::Span<const int64_t> send_offsets, void* recv,
-                         absl::Span<const int64_t> recv_bytes,
-                         absl::Span<const int64_t> recv_offsets) override;
-  absl::Status ReduceScatter(const void* send, void* recv, absl::Span<const int64_t> recv_counts,
-                             DataType dtype, ReduceOp op) override;
-  absl::Status Barrier() override;
+  absl::Status Run(const ops::CollectiveCall& call) override;
 
  private:
-  enum Call { kAllreduce, kAllgatherv, kBroadcast, kAlltoallv, kReduceScatter, kBarrier, kCalls };
-  ProgressWatchdog::BlockingCall Watch(Call call) {
-    return ProgressWatchdog::BlockingCall(watchdog_, call_names_[call].c_str(), peers_);
-  }
-
   std::unique_ptr<ops::CollectiveBackend> inner_;
   ProgressWatchdog* watchdog_;
-  std::vector<int32_t> peers_;      // the set's members but this rank (world ranks)
-  std::string call_names_[kCalls];  // "MPI Allreduce", ... (stable for BlockingCall)
+  std::vector<int32_t> peers_;  // the set's members but this rank (world ranks)
+  // "the MPI data plane's Allreduce", ... by CollectiveCall index (stable for BlockingCall).
+  std::string call_names_[std::variant_size_v<ops::CollectiveCall>];
 };
 
 }  // namespace chorus::runtime

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstring>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -57,6 +58,16 @@ HierarchicalBackend::HierarchicalBackend(std::unique_ptr<CollectiveBackend> flat
       local_(std::move(local)),
       cross_(std::move(cross)),
       plan_(std::move(plan)) {}
+
+absl::Status HierarchicalBackend::Run(const CollectiveCall& call) {
+  if (const auto* c = std::get_if<AllreduceCall>(&call)) {
+    return Allreduce(c->send, c->recv, c->count, c->dtype, c->op);
+  }
+  if (const auto* c = std::get_if<AllgathervCall>(&call)) {
+    return Allgatherv(c->send, c->recv, c->recv_bytes);
+  }
+  return flat_->Run(call);
+}
 
 absl::Status HierarchicalBackend::Allreduce(const void* send, void* recv, int64_t count,
                                             DataType dtype, ReduceOp op) {

@@ -82,24 +82,11 @@ class HierarchicalBackend : public CollectiveBackend {
   int rank() const override { return flat_->rank(); }
   int size() const override { return flat_->size(); }
   std::string name() const override { return flat_->name(); }
-  absl::Status Allreduce(const void* send, void* recv, int64_t count, DataType dtype,
-                         ReduceOp op) override;
-  absl::Status Allgatherv(const void* send, void* recv,
-                          absl::Span<const int64_t> recv_bytes) override;
-  absl::Status Broadcast(void* buffer, int64_t bytes, int root) override {
-    return flat_->Broadcast(buffer, bytes, root);
-  }
-  absl::Status Alltoallv(const void* send, absl::Span<const int64_t> send_bytes,
-                         absl::Span<const int64_t> send_offsets, void* recv,
-                         absl::Span<const int64_t> recv_bytes,
-                         absl::Span<const int64_t> recv_offsets) override {
-    return flat_->Alltoallv(send, send_bytes, send_offsets, recv, recv_bytes, recv_offsets);
-  }
-  absl::Status ReduceScatter(const void* send, void* recv, absl::Span<const int64_t> recv_counts,
-                             DataType dtype, ReduceOp op) override {
-    return flat_->ReduceScatter(send, recv, recv_counts, dtype, op);
-  }
-  absl::Status Barrier() override { return flat_->Barrier(); }
+  // Allreduce and Allgatherv choose between the flat backend and the hierarchical composition;
+  // every other collective is the flat backend's.
+  absl::Status Run(const CollectiveCall& call) override;
+  absl::Status Allreduce(const void* send, void* recv, int64_t count, DataType dtype, ReduceOp op);
+  absl::Status Allgatherv(const void* send, void* recv, absl::Span<const int64_t> recv_bytes);
 
  private:
   HierarchicalBackend(std::unique_ptr<CollectiveBackend> flat,

@@ -270,8 +270,9 @@ class InProcessBackend : public ops::CollectiveBackend {
   int size() const override { return static_cast<int>(comm_->members.size()); }
   std::string name() const override { return kName; }
 
-  absl::Status Allreduce(const void* send, void* recv, int64_t count, DataType dtype,
-                         ReduceOp op) override {
+  absl::Status Run(const ops::CollectiveCall& call) override { return ops::RunOn(*this, call); }
+
+  absl::Status Allreduce(const void* send, void* recv, int64_t count, DataType dtype, ReduceOp op) {
     Contribution mine{
         .kind = Kind::kAllreduce, .send = send, .count = count, .dtype = dtype, .op = op};
     std::vector<std::byte> result;
@@ -295,8 +296,7 @@ class InProcessBackend : public ops::CollectiveBackend {
     return shared_->Run(*comm_, member_, mine, compute, commit);
   }
 
-  absl::Status Allgatherv(const void* send, void* recv,
-                          absl::Span<const int64_t> recv_bytes) override {
+  absl::Status Allgatherv(const void* send, void* recv, absl::Span<const int64_t> recv_bytes) {
     Contribution mine{.kind = Kind::kAllgatherv, .send = send, .sizes = recv_bytes};
     std::vector<std::byte> result;
     auto compute = [&](absl::Span<const Contribution> all) -> absl::Status {
@@ -318,7 +318,7 @@ class InProcessBackend : public ops::CollectiveBackend {
     return shared_->Run(*comm_, member_, mine, compute, commit);
   }
 
-  absl::Status Broadcast(void* buffer, int64_t bytes, int root) override {
+  absl::Status Broadcast(void* buffer, int64_t bytes, int root) {
     Contribution mine{.kind = Kind::kBroadcast, .send = buffer, .count = bytes, .root = root};
     std::vector<std::byte> result;
     auto compute = [&](absl::Span<const Contribution> all) -> absl::Status {
@@ -345,7 +345,7 @@ class InProcessBackend : public ops::CollectiveBackend {
   absl::Status Alltoallv(const void* send, absl::Span<const int64_t> send_bytes,
                          absl::Span<const int64_t> send_offsets, void* recv,
                          absl::Span<const int64_t> recv_bytes,
-                         absl::Span<const int64_t> recv_offsets) override {
+                         absl::Span<const int64_t> recv_offsets) {
     Contribution mine{.kind = Kind::kAlltoallv,
                       .send = send,
                       .sizes = send_bytes,
@@ -390,7 +390,7 @@ class InProcessBackend : public ops::CollectiveBackend {
   }
 
   absl::Status ReduceScatter(const void* send, void* recv, absl::Span<const int64_t> recv_counts,
-                             DataType dtype, ReduceOp op) override {
+                             DataType dtype, ReduceOp op) {
     Contribution mine{
         .kind = Kind::kReduceScatter, .send = send, .dtype = dtype, .op = op, .sizes = recv_counts};
     std::vector<std::byte> result;
@@ -421,7 +421,7 @@ class InProcessBackend : public ops::CollectiveBackend {
     return shared_->Run(*comm_, member_, mine, compute, commit);
   }
 
-  absl::Status Barrier() override {
+  absl::Status Barrier() {
     return shared_->Run(
         *comm_, member_, Contribution{.kind = Kind::kBarrier},
         [](absl::Span<const Contribution>) { return absl::OkStatus(); }, nullptr);

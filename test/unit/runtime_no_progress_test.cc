@@ -16,6 +16,7 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -70,32 +71,14 @@ class GatedBackend : public ops::CollectiveBackend {
   int rank() const override { return inner_->rank(); }
   int size() const override { return inner_->size(); }
   std::string name() const override { return inner_->name(); }
-  absl::Status Allreduce(const void* send, void* recv, int64_t count, DataType dtype,
-                         ReduceOp op) override {
-    if (count >= min_count_) {
+  absl::Status Run(const ops::CollectiveCall& call) override {
+    const auto* allreduce = std::get_if<ops::AllreduceCall>(&call);
+    if (allreduce != nullptr && allreduce->count >= min_count_) {
       if (gate_ != nullptr) gate_->Pass();
       absl::SleepFor(delay_);
     }
-    return inner_->Allreduce(send, recv, count, dtype, op);
+    return inner_->Run(call);
   }
-  absl::Status Allgatherv(const void* send, void* recv,
-                          absl::Span<const int64_t> recv_bytes) override {
-    return inner_->Allgatherv(send, recv, recv_bytes);
-  }
-  absl::Status Broadcast(void* buffer, int64_t bytes, int root) override {
-    return inner_->Broadcast(buffer, bytes, root);
-  }
-  absl::Status Alltoallv(const void* send, absl::Span<const int64_t> send_bytes,
-                         absl::Span<const int64_t> send_offsets, void* recv,
-                         absl::Span<const int64_t> recv_bytes,
-                         absl::Span<const int64_t> recv_offsets) override {
-    return inner_->Alltoallv(send, send_bytes, send_offsets, recv, recv_bytes, recv_offsets);
-  }
-  absl::Status ReduceScatter(const void* send, void* recv, absl::Span<const int64_t> counts,
-                             DataType dtype, ReduceOp op) override {
-    return inner_->ReduceScatter(send, recv, counts, dtype, op);
-  }
-  absl::Status Barrier() override { return inner_->Barrier(); }
 
  private:
   std::unique_ptr<ops::CollectiveBackend> inner_;
