@@ -34,6 +34,8 @@ struct Stack {
 Stack g_stacks[chorus::bench::kMaxCapturedStacks];
 std::atomic<bool> g_capturing{false};
 std::atomic<int> g_captured{0};
+
+#if CHORUS_ALLOC_COUNTER_ENABLED
 thread_local bool t_in_capture = false;  // the unwinder may allocate: not captured
 
 inline void Count() {
@@ -46,6 +48,7 @@ inline void Count() {
   g_stacks[slot].depth = backtrace(g_stacks[slot].frames, kFrames);
   t_in_capture = false;
 }
+#endif
 
 }  // namespace
 
