@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "base/op_kind.h"
+
 namespace chorus {
 
 size_t DataTypeSize(DataType dtype) {
@@ -94,27 +96,7 @@ bool IsValidReduceOp(int32_t value) {
 }
 
 const char* OpTypeName(OpType type) {
-  switch (type) {
-    case OpType::kAllreduce:
-      return "allreduce";
-    case OpType::kAllgather:
-      return "allgather";
-    case OpType::kBroadcast:
-      return "broadcast";
-    case OpType::kAlltoall:
-      return "alltoall";
-    case OpType::kReducescatter:
-      return "reducescatter";
-    case OpType::kBarrier:
-      return "barrier";
-    case OpType::kJoin:
-      return "join";
-    case OpType::kAddProcessSet:
-      return "add_process_set";
-    case OpType::kRemoveProcessSet:
-      return "remove_process_set";
-  }
-  return "unknown";
+  return IsValidOpType(static_cast<int32_t>(type)) ? KindOf(type).name : "unknown";
 }
 
 int64_t NumElements(const std::vector<int64_t>& shape) {
@@ -134,8 +116,7 @@ std::string ShapeToString(const std::vector<int64_t>& shape) {
 }
 
 bool IsDataOp(OpType type) {
-  return type == OpType::kAllreduce || type == OpType::kAllgather || type == OpType::kBroadcast ||
-         type == OpType::kAlltoall || type == OpType::kReducescatter;
+  return IsValidOpType(static_cast<int32_t>(type)) && KindOf(type).moves_data;
 }
 
 }  // namespace chorus

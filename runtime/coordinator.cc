@@ -28,6 +28,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
+#include "base/op_kind.h"
 #include "base/shortest_double.h"
 #include "base/status_macros.h"
 #include "chorus/types.h"
@@ -57,9 +58,7 @@ std::string Prefix(OpType type, absl::string_view name) {
   return absl::StrCat(OpTypeName(type), " of tensor '", name, "': ");
 }
 
-bool IsGlobalOp(OpType type) {
-  return type == OpType::kAddProcessSet || type == OpType::kRemoveProcessSet;
-}
+bool IsGlobalOp(OpType type) { return KindOf(type).global; }
 
 // InvalidArgument "mismatched <field>: rank 0 <v>, rank 1 <v>" when key(request) differs
 // between ranks.
@@ -125,7 +124,7 @@ absl::Status CheckTensorsAgree(const RequestsByRank& requests) {
 // How values are combined and scaled: the reduce op (allreduce, reducescatter), the wire dtype
 // and the pre- and postscale factors.
 absl::Status CheckArithmeticAgrees(OpType type, const RequestsByRank& requests) {
-  if (type == OpType::kAllreduce || type == OpType::kReducescatter) {
+  if (KindOf(type).reduces) {
     CHORUS_RETURN_IF_ERROR(CheckAgree(
         requests, "reduce op", [](const Request& r) { return r.reduce_op; },
         [](const Request& r) { return std::string(ReduceOpName(r.reduce_op)); }));
@@ -166,7 +165,7 @@ absl::Status TranslateBroadcastRoot(const RequestsByRank& requests,
 // must agree, and there must be a first. Every other op needs one shape on every rank.
 absl::Status CheckShapesAgree(OpType type, const RequestsByRank& requests) {
   const auto render_shape = [](const Request& r) { return ShapeToString(r.shape); };
-  if (type != OpType::kAllgather && type != OpType::kAlltoall) {
+  if (!KindOf(type).first_dim_varies) {
     return CheckAgree(
         requests, "shape", [](const Request& r) { return r.shape; }, render_shape);
   }
@@ -402,8 +401,9 @@ bool Coordinator::IsReady(const Op& op) const {
     any_required = true;
     if (op.requests.count(r) == 0) return false;
   }
-  // An allreduce needs one live contributor; any other op is ready to fail.
-  return any_required || op.type != OpType::kAllreduce;
+  // An op that proceeds with joined ranks (allreduce) needs one live contributor; any other
+  // op is ready to fail (CheckNoMemberJoined).
+  return any_required || !KindOf(op.type).proceeds_with_joined_ranks;
 }
 
 void Coordinator::RecheckPending(const std::function<bool(const Op&)>& filter) {
@@ -510,7 +510,9 @@ absl::Status Coordinator::ValidateRequests(const Op& op, Response* response) con
 
 absl::Status Coordinator::CheckNoMemberJoined(const Op& op) const {
   const std::vector<int32_t>* members = MembersOf(op);
-  if (op.type == OpType::kAllreduce || members == nullptr) return absl::OkStatus();
+  if (KindOf(op.type).proceeds_with_joined_ranks || members == nullptr) {
+    return absl::OkStatus();
+  }
   std::vector<int32_t> joined_members;
   for (int32_t r : *members) {
     if (IsJoined(r)) joined_members.push_back(r);
@@ -556,7 +558,7 @@ absl::Status Coordinator::ValidateCollective(const Op& op, Response* response) c
   CHORUS_RETURN_IF_ERROR(CheckArithmeticAgrees(op.type, requests));
   const std::vector<int32_t>* set = MembersOf(op);
   const std::vector<int32_t>& members = set != nullptr ? *set : kNoRanks;
-  if (op.type == OpType::kBroadcast) {
+  if (KindOf(op.type).has_root) {
     CHORUS_RETURN_IF_ERROR(TranslateBroadcastRoot(requests, members, response));
   }
   CHORUS_RETURN_IF_ERROR(CheckShapesAgree(op.type, requests));

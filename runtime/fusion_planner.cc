@@ -14,15 +14,14 @@
 #include <utility>
 #include <vector>
 
+#include "base/op_kind.h"
 #include "chorus/types.h"
 #include "runtime/collective_math.h"
 
 namespace chorus::runtime {
 namespace {
 
-bool Fusable(const Response& r) {
-  return !r.is_error() && (r.type == OpType::kAllreduce || r.type == OpType::kAllgather);
-}
+bool Fusable(const Response& r) { return !r.is_error() && KindOf(r.type).fuses; }
 
 bool Compatible(const Response& a, const Response& b) {
   return a.type == b.type && a.dtype == b.dtype && a.reduce_op == b.reduce_op &&

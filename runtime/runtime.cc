@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 
 #include "base/logging.h"
+#include "base/op_kind.h"
 #include "base/status_macros.h"
 #include "runtime/collective_math.h"
 #include "runtime/message.h"
@@ -15,11 +16,6 @@
 
 namespace chorus::runtime {
 namespace {
-
-bool IsValidOpType(OpType type) {
-  const int32_t v = static_cast<int32_t>(type);
-  return v >= 0 && v <= static_cast<int32_t>(OpType::kRemoveProcessSet);
-}
 
 std::string DeviceName(int32_t device) {
   return device == kCpuDevice ? std::string("cpu") : absl::StrCat("GPU ", device);
@@ -53,7 +49,7 @@ absl::Status ValidateTensor(const OpRequest& r, const TensorView& t, const char*
   return absl::OkStatus();
 }
 
-bool Reduces(OpType type) { return type == OpType::kAllreduce || type == OpType::kReducescatter; }
+bool Reduces(OpType type) { return KindOf(type).reduces; }
 
 // allreduce, reducescatter: a known reduce op other than Adasum, on a reducible dtype.
 absl::Status CheckReduceOp(const OpRequest& r) {
@@ -115,9 +111,7 @@ absl::Status CheckGpuReduction(const OpRequest& r) {
 
 // allgather, alltoall and reducescatter split or concatenate along the first dimension.
 absl::Status CheckHasFirstDimension(const OpRequest& r) {
-  if ((r.type == OpType::kAllgather || r.type == OpType::kAlltoall ||
-       r.type == OpType::kReducescatter) &&
-      r.input.shape.empty()) {
+  if (KindOf(r.type).needs_first_dim && r.input.shape.empty()) {
     return Invalid(r, "needs a tensor with at least one dimension, not a scalar");
   }
   return absl::OkStatus();
@@ -286,23 +280,8 @@ absl::Status Runtime::Reform(Config config, std::unique_ptr<Controller> controll
 
 void Runtime::AutoName(OpRequest& request) {
   if (!request.name.empty()) return;
-  const char* prefix = nullptr;
-  switch (request.type) {
-    case OpType::kBarrier:
-      prefix = "__barrier";
-      break;
-    case OpType::kJoin:
-      prefix = "__join";
-      break;
-    case OpType::kAddProcessSet:
-      prefix = "__add_process_set";
-      break;
-    case OpType::kRemoveProcessSet:
-      prefix = "__remove_process_set";
-      break;
-    default:
-      return;
-  }
+  const char* prefix = KindOf(request.type).default_name;
+  if (prefix == nullptr) return;  // a tensor op: named by its caller
   // The k-th unnamed op of a kind and set gets the same name on every rank.
   MutexLock lock(&name_mu_);
   int64_t& counter = auto_names_[{static_cast<int32_t>(request.type), request.process_set_id}];
@@ -321,7 +300,7 @@ absl::StatusOr<std::unique_ptr<TensorEntry>> Runtime::MakeEntry(OpRequest& r,
 }
 
 absl::Status Runtime::ValidateRequest(OpRequest& r) {
-  if (!IsValidOpType(r.type)) {
+  if (!IsValidOpType(static_cast<int32_t>(r.type))) {
     return absl::InvalidArgumentError(absl::StrCat("unknown op type ", static_cast<int32_t>(r.type),
                                                    " for tensor '", r.name, "'"));
   }
@@ -565,9 +544,8 @@ absl::StatusOr<std::vector<Handle>> Runtime::EnqueueGroup(std::vector<OpRequest>
   // As Enqueue: validation first, then Push reports a closed queue.
   if (requests.empty()) return std::vector<Handle>{};
   for (const OpRequest& r : requests) {
-    if (r.type != requests[0].type ||
-        (r.type != OpType::kAllreduce && r.type != OpType::kAllgather &&
-         r.type != OpType::kReducescatter)) {
+    if (r.type != requests[0].type || !IsValidOpType(static_cast<int32_t>(r.type)) ||
+        !KindOf(r.type).groups) {
       return absl::InvalidArgumentError(
           absl::StrCat("grouped op of tensor '", r.name,
                        "': a group holds ops of one type: allreduce, allgather or reducescatter"));

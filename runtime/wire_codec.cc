@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 
+#include "base/op_kind.h"
 #include "base/status_macros.h"
 #include "chorus/types.h"
 #include "proto/negotiation.pb.h"
@@ -19,11 +20,6 @@
 
 namespace chorus::runtime {
 namespace {
-
-bool IsValidOpType(int32_t value) {
-  return value >= static_cast<int32_t>(OpType::kAllreduce) &&
-         value <= static_cast<int32_t>(OpType::kRemoveProcessSet);
-}
 
 bool IsValidStatusCode(int32_t value) {
   return value >= static_cast<int32_t>(absl::StatusCode::kOk) &&
