@@ -15,6 +15,7 @@
 
 #include "base/config_names.h"
 #include "base/logging.h"
+#include "base/op_kind.h"
 #include "base/status_macros.h"
 #include "base/timer_slack.h"
 #include "runtime/fusion_planner.h"
@@ -899,7 +900,9 @@ absl::Status BackgroundLoop::ExecuteResponse(const Response& response,
     response_entries_[i] = owned_[i].get();
     if (owned_[i] == nullptr && missing == n) missing = i;
   }
-  if (missing < n && response.type != OpType::kAllreduce) {
+  // A rank that joined holds no entry of an op that proceeds with joined ranks (it contributes
+  // zeros); of any other op, every member must hold one.
+  if (missing < n && !KindOf(response.type).proceeds_with_joined_ranks) {
     const absl::Status status = absl::InternalError(
         absl::StrCat("rank ", topology_.rank, " must run ", OpTypeName(response.type),
                      " of tensor '", response.names[missing], "' but holds no such tensor"));
