@@ -175,7 +175,7 @@ class BackgroundLoop {
   // Whether and how the set of these world ranks runs hierarchical collectives.
   ops::HierarchyPlan PlanHierarchyOf(const std::vector<int32_t>& ranks) const;
   // The hierarchical modes in effect for the next batch (Note [Hierarchy per batch] in
-  // background_loop.cc).
+  // background_loop_execution.cc).
   ops::HierarchyModes HierarchyModes() const {
     return {shared_.hierarchical_allreduce, shared_.hierarchical_allgather};
   }
