@@ -658,6 +658,20 @@ std::vector<std::string> Config::UnreadVariables() {
   return unread;
 }
 
+std::vector<Config::VariableInfo> Config::Variables() {
+  const Config defaults;
+  std::vector<VariableInfo> out;
+  out.reserve(std::size(kVariables));
+  for (const Variable& var : kVariables) {
+    VariableInfo info{var.name, {}, var.help, var.format(defaults)};
+    for (const char* alias : var.aliases) {
+      if (alias != nullptr) info.aliases.emplace_back(alias);
+    }
+    out.push_back(std::move(info));
+  }
+  return out;
+}
+
 std::vector<std::string> Config::Describe() const {
   std::vector<std::string> lines;
   lines.reserve(std::size(kVariables));

@@ -194,6 +194,17 @@ struct Config {
   // One "NAME=value" line per field, in a stable order (for CHORUS_PRINT_CONFIG).
   std::vector<std::string> Describe() const;
 
+  // A variable FromEnvironment reads, as documented (docs/configuration.md; the worker's place
+  // that chorusrun sets: launcher/README.md), for the check that the documents say what the
+  // code does (test/unit/config_docs_test.cc).
+  struct VariableInfo {
+    std::string name;                  // CHORUS_*
+    std::vector<std::string> aliases;  // Horovod's names
+    std::string help;                  // one line
+    std::string default_value;         // as the variable would give it; "" when unset
+  };
+  static std::vector<VariableInfo> Variables();
+
   // Whether FromEnvironment reads variable `name` (a CHORUS_* name or a HOROVOD_* alias).
   static bool Reads(const std::string& name);
   // The CHORUS_* and HOROVOD_* variables set in the process environment that chorus does not
