@@ -130,6 +130,25 @@ class CollectiveBackend {
   absl::Status Barrier() { return Run(BarrierCall{}); }
 };
 
+// Declares, inside a transport backend's class, its Run (RunOn) and the typed collectives Run
+// calls: `absl::Status Allreduce(...)` and so on, with the front doors' signatures, which the
+// transport defines in its .cc. The list of collectives stands here once, not in every backend.
+#define CHORUS_TRANSPORT_COLLECTIVES()                                                            \
+  absl::Status Run(const ::chorus::ops::CollectiveCall& call) override {                          \
+    return ::chorus::ops::RunOn(*this, call);                                                     \
+  }                                                                                               \
+  absl::Status Allreduce(const void* send, void* recv, int64_t count, ::chorus::DataType dtype,   \
+                         ::chorus::ReduceOp op);                                                  \
+  absl::Status Allgatherv(const void* send, void* recv, absl::Span<const int64_t> recv_bytes);    \
+  absl::Status Broadcast(void* buffer, int64_t bytes, int root);                                  \
+  absl::Status Alltoallv(const void* send, absl::Span<const int64_t> send_bytes,                  \
+                         absl::Span<const int64_t> send_offsets, void* recv,                      \
+                         absl::Span<const int64_t> recv_bytes,                                    \
+                         absl::Span<const int64_t> recv_offsets);                                 \
+  absl::Status ReduceScatter(const void* send, void* recv, absl::Span<const int64_t> recv_counts, \
+                             ::chorus::DataType dtype, ::chorus::ReduceOp op);                    \
+  absl::Status Barrier()
+
 // A transport backend's Run: calls impl's member of the same name and arguments as the call
 // (impl declares them all, hiding the front doors above with the same signatures).
 template <typename Impl>

@@ -27,18 +27,8 @@ class MpiBackend : public CollectiveBackend {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string name() const override { return "MPI"; }
-  absl::Status Run(const CollectiveCall& call) override { return RunOn(*this, call); }
-  // The collectives (ops/collective_backend.h), called by Run.
-  absl::Status Allreduce(const void* send, void* recv, int64_t count, DataType dtype, ReduceOp op);
-  absl::Status Allgatherv(const void* send, void* recv, absl::Span<const int64_t> recv_bytes);
-  absl::Status Broadcast(void* buffer, int64_t bytes, int root);
-  absl::Status Alltoallv(const void* send, absl::Span<const int64_t> send_bytes,
-                         absl::Span<const int64_t> send_offsets, void* recv,
-                         absl::Span<const int64_t> recv_bytes,
-                         absl::Span<const int64_t> recv_offsets);
-  absl::Status ReduceScatter(const void* send, void* recv, absl::Span<const int64_t> recv_counts,
-                             DataType dtype, ReduceOp op);
-  absl::Status Barrier();
+  // Run and the collectives it calls (ops/collective_backend.h).
+  CHORUS_TRANSPORT_COLLECTIVES();
 
  private:
   MPI_Comm comm_;
