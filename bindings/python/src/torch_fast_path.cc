@@ -301,7 +301,7 @@ PyObject* SubmitAllreduceInplace(PyObject* tensor, PyObject* name, PyObject* op,
   PyObject* shape_obj = QuietAttr(tensor, g_torch.shape);
   chorus_op_t c_op;
   chorus_op_init(&c_op);
-  std::vector<int64_t> shape;
+  static std::vector<int64_t> shape;  // GIL-protected scratch, kept: no allocation per op
   const bool read = data != nullptr && shape_obj != nullptr &&
                     ArgTensor(data, dtype_code, shape_obj, nullptr, &shape, &c_op.input);
   Py_XDECREF(data);
