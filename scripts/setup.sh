@@ -14,6 +14,7 @@ PACKAGES=(
   libcli11-dev nlohmann-json3-dev libyaml-cpp-dev
   libeigen3-dev  # autotune's Gaussian process
   pybind11-dev python3-dev python3-pytest python3-torch python3-numpy python3-torchvision
+  libtorch-dev  # torch's C++ headers: chorus.torch._fields (bindings/python/src/torch_fields.h)
   python3-mpi4py python3-pip python3-setuptools python3-wheel
   python3-venv  # the install test: pip into a fresh virtual environment
   python3-cloudpickle  # chorus.run sends the function to the workers

@@ -410,17 +410,50 @@ def test_alltoall_bad_splits_rejected():
         hvd.alltoall(torch.ones(size, 2), splits=[2] * size, name="bad_splits_sum")
 
 
+@pytest.fixture(params=["fields_cpp", "fields_python"])
+def fast_path_fields(request):
+    """The fast path reading the tensor's fields in C++ (chorus.torch._fields, where it was
+    built) and through Python calls (where it was not)."""
+    from chorus.torch import mpi_ops
+    if request.param == "fields_cpp" and mpi_ops._fields is None:
+        pytest.skip("chorus.torch._fields was not built (no torch C++ headers)")
+    mpi_ops._setup_fast_path(read_fields_in_cpp=request.param == "fields_cpp")
+    try:
+        yield request.param
+    finally:
+        mpi_ops._setup_fast_path()
+
+
+def test_torch_fields_reader_reads_what_chorus_torch_would():
+    """chorus.torch._fields, built wherever torch's C++ headers are (scripts/setup.sh installs
+    them), gives each tensor the fast path takes the dtype chorus.torch maps its dtype to, and
+    refuses every tensor the fast path must leave to the general one."""
+    from chorus.torch import mpi_ops
+    if not os.path.exists("/usr/include/torch/csrc/autograd/python_variable.h"):
+        pytest.skip("no torch C++ headers: chorus.torch._fields is not built")
+    assert mpi_ops._fields is not None
+    for dtype, code in mpi_ops._DTYPES.items():
+        assert mpi_ops._fields.dtype_code(torch.zeros(2, 3, dtype=dtype)) == code, dtype
+        assert mpi_ops._fields.dtype_code(torch.zeros(2, 3, dtype=dtype).t()) is None, dtype
+    assert mpi_ops._fields.dtype_code(torch.nn.Parameter(torch.zeros(2))) == \
+        mpi_ops._DTYPES[torch.float32]
+    for refused in (torch.zeros(2, dtype=torch.complex64), torch.ones(3).to_sparse(),
+                    torch.zeros(2, device="meta"), "not a tensor", None):
+        assert mpi_ops._fields.dtype_code(refused) is None, refused
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_allreduce_async_inplace_fast_and_general_paths_agree(dtype):
+def test_allreduce_async_inplace_fast_and_general_paths_agree(dtype, fast_path_fields):
     """allreduce_async_ of a named dense contiguous CPU tensor is checked and submitted in C
     (chorus.torch's per-gradient fast path); every other call takes the Python path. Both give
-    the same results, in place, for every op, dtype, scale and tensor kind."""
+    the same results, in place, for every op, dtype, scale and tensor kind, with the tensor's
+    fields read in C++ or through Python."""
     from chorus import handles
     inputs = all_inputs((4, 3), dtype)
     for op in [hvd.Sum, hvd.Average, hvd.Min, hvd.Max, hvd.Product]:
         for kind in ("fast", "parameter", "noncontig", "unnamed", "int_scale"):
             t = inputs[hvd.rank()].clone()
-            name = "fastpath.%s.%s.%s" % (dtype, op, kind)
+            name = "fastpath.%s.%s.%s.%s" % (fast_path_fields, dtype, op, kind)
             if kind == "parameter" and dtype.is_floating_point:
                 t = torch.nn.Parameter(t, requires_grad=False)
             if kind == "noncontig":
@@ -440,7 +473,7 @@ def test_allreduce_async_inplace_fast_and_general_paths_agree(dtype):
             check_close(t, expected_reduce(inputs, op), dtype)
 
 
-def test_allreduce_async_inplace_fast_path_errors_match_general_path():
+def test_allreduce_async_inplace_fast_path_errors_match_general_path(fast_path_fields):
     t = torch.ones(3)
     if hvd.rank() == 0:
         # The op cannot complete before the other ranks submit it (after the barrier), so its

@@ -28,6 +28,7 @@
 #include "chorus/c_api.h"
 #include "chorus/types.h"
 #include "fast_calls.h"
+#include "torch_fields.h"
 
 namespace py = pybind11;
 
@@ -49,17 +50,25 @@ struct TorchFastPath {
   // names submitted once.
   PyObject* slot_of_name = nullptr;
   PyObject* seen_names = nullptr;
+  // chorus.torch._fields's reader (torch_fields.h), or null: the fields are read through Python.
+  ReadTorchFields read_fields = nullptr;
 };
 TorchFastPath g_torch;
 
-// setup_torch_fast_path(dtypes, pending, next_handle, tensor_types)
+// setup_torch_fast_path(dtypes, pending, next_handle, tensor_types[, fields_reader])
 PyObject* SetupTorchFastPath(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs != 4 || !PyDict_Check(args[0]) || !PyDict_Check(args[1]) || !PyIter_Check(args[2]) ||
-      !PyTuple_Check(args[3])) {
+  if ((nargs != 4 && nargs != 5) || !PyDict_Check(args[0]) || !PyDict_Check(args[1]) ||
+      !PyIter_Check(args[2]) || !PyTuple_Check(args[3]) ||
+      (nargs == 5 && args[4] != Py_None && !PyCapsule_IsValid(args[4], kTorchFieldsCapsule))) {
     PyErr_SetString(PyExc_TypeError,
                     "setup_torch_fast_path(dtypes: dict, pending: dict, next_handle: iterator, "
-                    "tensor_types: tuple)");
+                    "tensor_types: tuple[, fields_reader: chorus.torch._fields.read or None])");
     return nullptr;
+  }
+  g_torch.read_fields = nullptr;
+  if (nargs == 5 && args[4] != Py_None) {
+    g_torch.read_fields =
+        reinterpret_cast<ReadTorchFields>(PyCapsule_GetPointer(args[4], kTorchFieldsCapsule));
   }
   PyObject** slots[] = {&g_torch.dtypes, &g_torch.pending, &g_torch.next_handle,
                         &g_torch.tensor_types};
@@ -256,6 +265,44 @@ PyObject* RegisterHandle(chorus_handle_t c_handle, PyObject* tensor) {
   return nullptr;
 }
 
+// Reads `tensor` as the fast path takes it (a contiguous CPU tensor of a dtype chorus supports)
+// into `input`; false (no Python error left) when it is not one, or its fields cannot be read.
+// The shape `input` points to is borrowed from the tensor or kept here until the next call.
+bool ReadInput(PyObject* tensor, chorus_tensor_t* input) {
+  if (g_torch.read_fields != nullptr) {
+    TorchFields fields;
+    if (!g_torch.read_fields(tensor, &fields)) return false;
+    input->data = fields.data;
+    input->dtype = fields.dtype;
+    input->ndim = fields.ndim;
+    input->shape = fields.sizes;
+    input->device = chorus::kCpuDevice;
+    return true;
+  }
+  PyObject* dtype_obj = QuietAttr(tensor, g_torch.dtype);
+  if (dtype_obj == nullptr) return false;
+  PyObject* dtype_code = PyDict_GetItemWithError(g_torch.dtypes, dtype_obj);  // borrowed
+  Py_DECREF(dtype_obj);
+  if (dtype_code == nullptr) {
+    PyErr_Clear();
+    return false;
+  }
+  // Sparse, mkldnn and other storage-less layouts have no data_ptr(), so they leave below.
+  if (!IsBool(QuietAttr(tensor, g_torch.is_cpu), Py_True) ||
+      !IsBool(QuietCall(tensor, g_torch.is_contiguous), Py_True)) {
+    return false;
+  }
+  PyObject* data = QuietCall(tensor, g_torch.data_ptr);
+  PyObject* shape_obj = QuietAttr(tensor, g_torch.shape);
+  static std::vector<int64_t> shape;  // GIL-protected scratch, kept: no allocation per op
+  const bool read = data != nullptr && shape_obj != nullptr &&
+                    ArgTensor(data, dtype_code, shape_obj, nullptr, &shape, input);
+  Py_XDECREF(data);
+  Py_XDECREF(shape_obj);
+  if (!read) PyErr_Clear();
+  return read;
+}
+
 // The in-place allreduce of `tensor` named "allreduce.<name>": a Python handle; Py_None when
 // the general path must take it (nothing done); nullptr with the error set when the runtime
 // refused it.
@@ -284,32 +331,9 @@ PyObject* SubmitAllreduceInplace(PyObject* tensor, PyObject* name, PyObject* op,
   }
   const long set_id = PyLong_AsLong(set_id_obj);
   Py_DECREF(set_id_obj);
-  PyObject* dtype_obj = QuietAttr(tensor, g_torch.dtype);
-  if (dtype_obj == nullptr) return NotHandled();
-  PyObject* dtype_code = PyDict_GetItemWithError(g_torch.dtypes, dtype_obj);  // borrowed
-  Py_DECREF(dtype_obj);
-  if (dtype_code == nullptr) {
-    PyErr_Clear();
-    return NotHandled();
-  }
-  // Sparse, mkldnn and other storage-less layouts have no data_ptr(), so they leave below.
-  if (!IsBool(QuietAttr(tensor, g_torch.is_cpu), Py_True) ||
-      !IsBool(QuietCall(tensor, g_torch.is_contiguous), Py_True)) {
-    return NotHandled();
-  }
-  PyObject* data = QuietCall(tensor, g_torch.data_ptr);
-  PyObject* shape_obj = QuietAttr(tensor, g_torch.shape);
   chorus_op_t c_op;
   chorus_op_init(&c_op);
-  static std::vector<int64_t> shape;  // GIL-protected scratch, kept: no allocation per op
-  const bool read = data != nullptr && shape_obj != nullptr &&
-                    ArgTensor(data, dtype_code, shape_obj, nullptr, &shape, &c_op.input);
-  Py_XDECREF(data);
-  Py_XDECREF(shape_obj);
-  if (!read) {
-    PyErr_Clear();
-    return NotHandled();
-  }
+  if (!ReadInput(tensor, &c_op.input)) return NotHandled();
   Py_ssize_t name_len = 0;
   const char* utf8 = PyUnicode_AsUTF8AndSize(name, &name_len);
   if (utf8 == nullptr) {
@@ -563,7 +587,8 @@ PyObject* MakeFrontDoor(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 PyMethodDef g_torch_methods[] = {
     {"setup_torch_fast_path",
      reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&SetupTorchFastPath)),
-     METH_FASTCALL, "setup_torch_fast_path(dtypes, pending, next_handle, tensor_types)"},
+     METH_FASTCALL,
+     "setup_torch_fast_path(dtypes, pending, next_handle, tensor_types[, fields_reader])"},
     {"front_door", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&MakeFrontDoor)),
      METH_FASTCALL,
      "front_door(kind, general[, average_op]) -> a callable running the fast path of "

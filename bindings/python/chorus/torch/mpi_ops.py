@@ -41,8 +41,22 @@ _REDUCE_OPS = _basics.REDUCE_OPS
 # The per-gradient fast path (bindings/python/src/torch_fast_path.cc): allreduce_async_ of a
 # named, dense, contiguous CPU tensor and the synchronize of its handle run in C; every other
 # call goes to the Python functions below (which bind the arguments and raise the errors).
-_C.setup_torch_fast_path(_DTYPES, _handles._pending, _handles._next_handle,
-                         (torch.Tensor, torch.nn.Parameter))
+# Where chorus.torch._fields was built (torch's C++ headers at build time), the tensor's fields
+# are read in C++ rather than through five Python calls on it.
+try:
+    from chorus.torch import _fields
+except ImportError:
+    _fields = None
+
+
+def _setup_fast_path(read_fields_in_cpp=True):
+    """(Re)configures the fast path; the tests also run it with the fields read in Python."""
+    reader = _fields.read if (read_fields_in_cpp and _fields is not None) else None
+    _C.setup_torch_fast_path(_DTYPES, _handles._pending, _handles._next_handle,
+                             (torch.Tensor, torch.nn.Parameter), reader)
+
+
+_setup_fast_path()
 
 
 def _front_door(kind, general, *extra):
