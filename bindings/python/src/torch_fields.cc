@@ -5,51 +5,34 @@
 
 #include <torch/csrc/autograd/python_variable.h>
 
+#include <utility>
+
 #include "chorus/types.h"
 
 namespace chorus_python {
 namespace {
 
-// The chorus dtype of a torch scalar type (the same pairs as chorus.torch's _DTYPES: chorus's
-// dtype names are torch's), or -1.
+// torch's scalar types and chorus's dtypes: the same pairs as chorus.torch's _DTYPES (chorus's
+// dtype names are torch's).
+constexpr std::pair<c10::ScalarType, chorus::DataType> kDtypes[] = {
+    {c10::ScalarType::Byte, chorus::DataType::kUint8},
+    {c10::ScalarType::Char, chorus::DataType::kInt8},
+    {c10::ScalarType::Short, chorus::DataType::kInt16},
+    {c10::ScalarType::Int, chorus::DataType::kInt32},
+    {c10::ScalarType::Long, chorus::DataType::kInt64},
+    {c10::ScalarType::Half, chorus::DataType::kFloat16},
+    {c10::ScalarType::BFloat16, chorus::DataType::kBfloat16},
+    {c10::ScalarType::Float, chorus::DataType::kFloat32},
+    {c10::ScalarType::Double, chorus::DataType::kFloat64},
+    {c10::ScalarType::Bool, chorus::DataType::kBool},
+};
+
+// The chorus dtype of a torch scalar type, or -1.
 int32_t DtypeCode(c10::ScalarType type) {
-  using chorus::DataType;
-  DataType code;
-  switch (type) {
-    case c10::ScalarType::Byte:
-      code = DataType::kUint8;
-      break;
-    case c10::ScalarType::Char:
-      code = DataType::kInt8;
-      break;
-    case c10::ScalarType::Short:
-      code = DataType::kInt16;
-      break;
-    case c10::ScalarType::Int:
-      code = DataType::kInt32;
-      break;
-    case c10::ScalarType::Long:
-      code = DataType::kInt64;
-      break;
-    case c10::ScalarType::Half:
-      code = DataType::kFloat16;
-      break;
-    case c10::ScalarType::BFloat16:
-      code = DataType::kBfloat16;
-      break;
-    case c10::ScalarType::Float:
-      code = DataType::kFloat32;
-      break;
-    case c10::ScalarType::Double:
-      code = DataType::kFloat64;
-      break;
-    case c10::ScalarType::Bool:
-      code = DataType::kBool;
-      break;
-    default:
-      return -1;
+  for (const auto& [torch_type, chorus_type] : kDtypes) {
+    if (torch_type == type) return static_cast<int32_t>(chorus_type);
   }
-  return static_cast<int32_t>(code);
+  return -1;
 }
 
 bool ReadFields(PyObject* tensor, TorchFields* out) {
