@@ -2,7 +2,9 @@
 //
 // The data plane: one CollectiveBackend moves bytes among the ranks of ONE process set. The
 // runtime's executor calls it with fused, contiguous host buffers; implementations are
-// ops/mpi (MPI communicators), the in-process fabric used by unit tests, and later UCX and NCCL.
+// ops/mpi (MPI communicators), ops/ucx (chorus's own collectives over UCX) and the unit tests'
+// in-process fabric; ops/hierarchical composes three of them. GPU tensors take the NCCL path
+// (runtime/gpu), not this interface.
 //
 // Contract for every call:
 // - Collective over the set: every member calls the same method with compatible arguments, in
