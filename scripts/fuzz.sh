@@ -6,24 +6,27 @@
 # (reproduce: build-fuzz/test/fuzz/<target>_fuzzer <that file>). What each target feeds, and how
 # to keep a found input as a regression case: test/fuzz/README.md.
 #
-# Usage: scripts/fuzz.sh [--seconds S] [--jobs J] [TARGET...]
-#   --seconds S  seconds of fuzzing per target after its seeds (default 10); CI runs the default,
+# Usage: scripts/fuzz.sh [--seconds S] [--jobs J] [--build-only] [TARGET...]
+#   --seconds S  seconds of fuzzing per target after its seeds (default 5); CI runs the default,
 #                a longer search is e.g. --seconds 600
 #   --jobs J     targets run at once (default: the number of cores)
+#   --build-only build the targets and stop
 #   TARGET       only these targets (hosts, slurm, discovery, config, wire_codec, negotiation,
 #                rendezvous_server, membership, ucx_address, args, config_file)
 # New inputs the fuzzers find are kept in build-fuzz/test/fuzz/work/<target>/new/, so that a
 # later run goes on from them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-seconds=10
+seconds=5
 jobs=$(nproc)
+build_only=0
 targets=()
 while (($# > 0)); do
   case $1 in
     --seconds) seconds=$2; shift 2 ;;
     --jobs) jobs=$2; shift 2 ;;
-    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --build-only) build_only=1; shift ;;
+    -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "fuzz.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) targets+=("$1"); shift ;;
   esac
@@ -45,6 +48,7 @@ else
   cmake -S . -B build-fuzz "-DCHORUS_FUZZ_SECONDS=$seconds" >/dev/null
 fi
 cmake --build build-fuzz -j "$(nproc)" --target chorus_fuzzers
+((build_only == 0)) || exit 0
 
 select=()
 if ((${#targets[@]} > 0)); then
