@@ -4,7 +4,9 @@
 // CHORUS_CONTROLLER=ucx). This machine is one host, so the hosts are simulated: rank r on host
 // r / 2 (host by host) or r % (size / 2) (interleaved), which is what the partition needs; the
 // traffic between real hosts is test/cluster's. Needs a grid: 4 or 6 ranks (ctest
-// mpi_hierarchical_np4/np6); with other sizes the cases say so and pass.
+// mpi_hierarchical_np4/np6); with other sizes the cases say so and pass. Allreduce results are
+// checked against the exact ones (test/support/hierarchical_inputs.h), allgathers against the
+// flat algorithm's.
 //
 // Every rank runs every case in the same order (the calls are collective); failures use CHECK.
 #include <cmath>
@@ -91,7 +93,7 @@ std::vector<std::vector<int32_t>> Layouts(int n) {
   return out;
 }
 
-TEST_CASE("Hierarchical allreduce over MPI and UCX sub-groups equals the flat one",
+TEST_CASE("Hierarchical allreduce over MPI and UCX sub-groups gives the exact results",
           "[mpi][hierarchical]") {
   const int n = WorldSize();
   if (Layouts(n).empty()) {
@@ -102,52 +104,71 @@ TEST_CASE("Hierarchical allreduce over MPI and UCX sub-groups equals the flat on
   REQUIRE(c.mpi != nullptr);
   REQUIRE(c.ucx != nullptr);
   const int rank = c.mpi->rank();
+  // Every (controller, layout): its backend, built once.
+  struct Built {
+    runtime::Controller* controller;
+    std::vector<int32_t> hosts;
+    std::unique_ptr<ops::HierarchicalBackend> backend;
+  };
+  std::vector<Built> backends;
   for (runtime::Controller* controller : {static_cast<runtime::Controller*>(c.mpi.get()),
                                           static_cast<runtime::Controller*>(c.ucx.get())}) {
     for (const std::vector<int32_t>& hosts : Layouts(n)) {
       std::unique_ptr<ops::HierarchicalBackend> backend = Build(*controller, hosts);
       CHECK(backend != nullptr);
-      if (backend == nullptr) continue;
-      const int local_size = backend->layout().local_size;
-      for (DataType d : testing::kReducibleDtypes) {
-        for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct}) {
-          for (int64_t count : {int64_t{local_size}, int64_t{5}, int64_t{1001}, int64_t{70001}}) {
-            for (bool in_place : {false, true}) {
-              INFO(controller->name() << ", hosts of rank 0/1: " << hosts[0] << "/" << hosts[1]
+      if (backend != nullptr) backends.push_back({controller, hosts, std::move(backend)});
+    }
+  }
+  constexpr int64_t kMaxCount = 70001;
+  for (DataType d : testing::kReducibleDtypes) {
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct}) {
+      // This rank's input and the exact results, element by element (the same for every count,
+      // controller and layout): integers, min and max are checked bit for bit, float sums and
+      // products within the summation-order bound.
+      const size_t size = DataTypeSize(d);
+      const bool exact = !testing::IsFloat(d) || op == ReduceOp::kMin || op == ReduceOp::kMax;
+      std::vector<std::byte> input(kMaxCount * size), want(kMaxCount * size);
+      std::vector<double> want_value(kMaxCount), magnitude(kMaxCount);
+      for (int64_t i = 0; i < kMaxCount; ++i) {
+        Store(d, input.data(), i, testing::HierarchicalInput(d, op, rank, i));
+        const testing::ExactReduction e = testing::HierarchicalExpected(d, op, n, i);
+        want_value[i] = static_cast<double>(e.value);
+        magnitude[i] = e.magnitude;
+        Store(d, want.data(), i, want_value[i]);
+      }
+      for (Built& b : backends) {
+        const int local_size = b.backend->layout().local_size;
+        for (int64_t count : {int64_t{local_size}, int64_t{5}, int64_t{1001}, kMaxCount}) {
+          for (bool in_place : {false, true}) {
+            INFO(b.controller->name() << ", hosts of rank 0/1: " << b.hosts[0] << "/" << b.hosts[1]
                                       << ", " << DataTypeName(d) << " " << ReduceOpName(op)
                                       << ", count " << count << (in_place ? ", in place" : ""));
-              const size_t bytes = static_cast<size_t>(count) * DataTypeSize(d);
-              std::vector<std::byte> input(bytes), flat(bytes), hier(bytes);
-              for (int64_t i = 0; i < count; ++i)
-                Store(d, input.data(), i, testing::HierarchicalInput(d, op, rank, i));
-              backend->set_modes({false, false});
-              CHECK(backend->Allreduce(input.data(), flat.data(), count, d, op).ok());
-              backend->set_modes({true, false});
-              if (in_place) hier = input;
-              CHECK(
-                  backend
+            const size_t bytes = static_cast<size_t>(count) * size;
+            std::vector<std::byte> hier(bytes);
+            if (in_place) std::memcpy(hier.data(), input.data(), bytes);
+            b.backend->set_modes({true, false});
+            CHECK(b.backend
                       ->Allreduce(in_place ? hier.data() : input.data(), hier.data(), count, d, op)
                       .ok());
-              if (!testing::IsFloat(d) || op == ReduceOp::kMin || op == ReduceOp::kMax) {
-                CHECK(hier == flat);  // bit for bit
-                continue;
-              }
-              int64_t outside = 0;
-              for (int64_t i = 0; i < count; ++i) {
-                const double magnitude = testing::HierarchicalInputMagnitude(d, op, n, i);
-                const double f = Load(d, flat.data(), i), h = Load(d, hier.data(), i);
-                if (std::abs(h - f) > testing::SummationOrderBound(d, n, magnitude, std::abs(f))) {
-                  ++outside;
-                }
-              }
-              CHECK(outside == 0);
+            if (exact) {
+              CHECK(std::memcmp(hier.data(), want.data(), bytes) == 0);  // bit for bit
+              continue;
             }
+            int64_t outside = 0;
+            for (int64_t i = 0; i < count; ++i) {
+              const double h = Load(d, hier.data(), i);
+              if (std::abs(h - want_value[i]) >
+                  testing::SummationOrderBound(d, n, magnitude[i], std::abs(want_value[i]))) {
+                ++outside;
+              }
+            }
+            CHECK(outside == 0);
           }
         }
       }
-      CHECK(backend->counters().hierarchical_allreduces > 0);
     }
   }
+  for (Built& b : backends) CHECK(b.backend->counters().hierarchical_allreduces > 0);
 }
 
 TEST_CASE("Hierarchical allgather over MPI and UCX sub-groups equals the flat one",

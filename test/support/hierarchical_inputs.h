@@ -1,9 +1,9 @@
 // File: test/support/hierarchical_inputs.h
 //
-// The inputs of the tests that compare hierarchical collectives with the flat ones (unit tier
-// over simulated hosts, MPI tier over MPI and UCX sub-groups): every reducible dtype, one value
-// per (dtype, op, rank, element), and the magnitude that test/support/summation_bound.h bounds a
-// floating-point difference by.
+// The inputs of the tests of hierarchical collectives (unit tier over simulated hosts, compared
+// with the flat ones; MPI tier over MPI and UCX sub-groups, checked against the exact results):
+// every reducible dtype, one value per (dtype, op, rank, element), the magnitude that
+// test/support/summation_bound.h bounds a floating-point difference by, and the exact result.
 //
 // Thread-safety: stateless. Header-only.
 #ifndef CHORUS_TEST_SUPPORT_HIERARCHICAL_INPUTS_H_
@@ -53,6 +53,40 @@ inline double HierarchicalInputMagnitude(DataType d, ReduceOp op, int ranks, int
     magnitude = op == ReduceOp::kProduct ? magnitude * x : magnitude + x;
   }
   return magnitude;
+}
+
+// Element i's exact reduction by `op` (Sum, Min, Max or Product) over `ranks` ranks of the
+// values as the ranks sent them (rounded to `d`; integers exactly, floats in long double), with
+// its HierarchicalInputMagnitude: what a hierarchical result is checked against without running
+// a flat reference.
+struct ExactReduction {
+  long double value;
+  double magnitude;
+};
+
+inline ExactReduction HierarchicalExpected(DataType d, ReduceOp op, int ranks, int64_t i) {
+  ExactReduction out{op == ReduceOp::kProduct ? 1.0L : 0.0L, op == ReduceOp::kProduct ? 1.0 : 0.0};
+  for (int r = 0; r < ranks; ++r) {
+    std::byte one[8];
+    Store(d, one, 0, HierarchicalInput(d, op, r, i));
+    const double x = Load(d, one, 0);
+    switch (op) {
+      case ReduceOp::kMin:
+        out.value = r == 0 || x < out.value ? x : out.value;
+        break;
+      case ReduceOp::kMax:
+        out.value = r == 0 || x > out.value ? x : out.value;
+        break;
+      case ReduceOp::kProduct:
+        out.value *= x;
+        break;
+      default:
+        out.value += x;
+    }
+    out.magnitude =
+        op == ReduceOp::kProduct ? out.magnitude * std::abs(x) : out.magnitude + std::abs(x);
+  }
+  return out;
 }
 
 }  // namespace chorus::testing
