@@ -1,23 +1,24 @@
 #include "launcher/args.h"
 
-#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
+#include <variant>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 
 #include "launcher/config_file.h"
+#include "launcher/tunables.h"
 #include <CLI/CLI.hpp>
 
 namespace chorus::launcher {
@@ -79,32 +80,20 @@ class Definitions {
     Optional("-i,--ssh-identity-file", &o->ssh_identity_file,
              "File on the driver from which the identity (private key) is read.");
 
-    Optional("--fusion-threshold-mb", &o->fusion_threshold_mb,
-             "Fusion buffer threshold in MB; 0 disables tensor fusion (default: 128).");
-    Optional("--cycle-time-ms", &o->cycle_time_ms,
-             "Cycle time in ms between tensor fusion cycles (default: 1).");
-    Optional("--cache-capacity", &o->cache_capacity,
-             "Maximum number of tensor names cached (default: 4096).");
-    BoolPair("--hierarchical-allreduce", "--no-hierarchical-allreduce", &o->hierarchical_allreduce,
-             "Perform hierarchical allreduce.");
-    BoolPair("--hierarchical-allgather", "--no-hierarchical-allgather", &o->hierarchical_allgather,
-             "Perform hierarchical allgather.");
-
-    BoolPair("--autotune", "--no-autotune", &o->autotune,
-             "Autotune the fusion threshold, pipeline chunk size, in-place minimum and cycle "
-             "time for the most bytes reduced per second; the values above are the start.");
-    Optional("--autotune-log-file", &o->autotune_log_file,
-             "CSV file rank 0 writes one line per autotune sample to.");
-    Optional("--autotune-warmup-samples", &o->autotune_warmup_samples,
-             "Samples discarded before autotuning (default: 3).");
-    Optional("--autotune-steps-per-sample", &o->autotune_steps_per_sample,
-             "Training steps per autotune sample (default: 10).");
-    Optional("--autotune-bayes-opt-max-samples", &o->autotune_bayes_opt_max_samples,
-             "Samples of the Bayesian optimization, the start included; then the best is kept "
-             "(default: 20).");
-    Optional("--autotune-gaussian-process-noise", &o->autotune_gaussian_process_noise,
-             "Largest noise of the Gaussian process, relative to the variance of the scores, "
-             "in [0, 1] (default: 0.8).");
+    // The runtime's parameters (launcher/tunables.h).
+    for (const Tunable& t : Tunables()) {
+      std::visit(
+          [&](auto member) {
+            auto* out = &(o->*member);
+            using T = typename std::decay_t<decltype(*out)>::value_type;
+            if constexpr (std::is_same_v<T, bool>) {
+              BoolPair(t.flag, t.off_flag, out, t.help);
+            } else {
+              Optional(t.flag, out, t.help);
+            }
+          },
+          t.field);
+    }
 
     Elastic("--min-np,--min-num-proc", &o->elastic.min_np,
             "Minimum number of processes (elastic; default: -np).");
@@ -124,37 +113,11 @@ class Definitions {
                            ->expected(2)
                            ->allow_extra_args(false));
 
-    Optional("--timeline-filename", &o->timeline_filename,
-             "JSON timeline file, recorded by rank 0; a {rank} in the name makes every rank "
-             "record its own (docs/timeline.md).");
-    BoolPair("--timeline-mark-cycles", "--no-timeline-mark-cycles", &o->timeline_mark_cycles,
-             "Mark cycles on the timeline.");
-
-    // --no-stall-check sets no_stall_check; --stall-check clears it.
-    BoolPair("--no-stall-check", "--stall-check", &o->no_stall_check, "Disable the stall check.");
-    Optional("--stall-check-warning-time-seconds", &o->stall_check_warning_time_seconds,
-             "Seconds until the stall warning is logged (default: 60).");
-    Optional("--stall-check-shutdown-time-seconds", &o->stall_check_shutdown_time_seconds,
-             "Seconds until a stall shuts the job down; 0 = never (default: 0).");
-
-    BoolPair("--mpi-threads-disable", "--no-mpi-threads-disable", &o->mpi_threads_disable,
-             "Disable MPI threading support.");
     Optional("--mpi-args", &o->mpi_args, "Extra arguments for mpirun, e.g. --mpi-args=\"...\".");
     app_.add_flag("--tcp", o->tcp, "Use only TCP for communication.");
     Optional("--binding-args", &o->binding_args,
              "Process binding arguments (default: -bind-to none -map-by slot).");
-    Optional("--num-nccl-streams", &o->num_nccl_streams, "Number of NCCL streams.");
-    Optional("--thread-affinity", &o->thread_affinity,
-             "Background thread affinity: the core of each local rank's background thread, a "
-             "comma-separated list of core ids, one per local rank.");
-    Optional("--gloo-timeout-seconds", &o->gloo_timeout_seconds,
-             "Seconds a collective may go without progress before its job ends "
-             "(CHORUS_NO_PROGRESS_TIMEOUT_SECONDS; both modes; 0: no bound).");
 
-    Optional("--log-level", &o->log_level,
-             "TRACE, DEBUG, INFO, WARNING, ERROR or FATAL (default: WARNING).");
-    BoolPair("--log-with-timestamp", "--log-without-timestamp", &o->log_with_timestamp,
-             "Timestamp chorus's own log lines.");
     app_.add_flag("--prefix-output-with-timestamp", o->prefix_output_with_timestamp,
                   "Timestamp each line of output.");
 
@@ -275,12 +238,6 @@ absl::Status NonNegative(const std::optional<T>& v, absl::string_view flag) {
   return CheckRange(*v >= 0, flag, absl::StrCat(*v), "a value >= 0");
 }
 
-template <typename T>
-absl::Status Positive(const std::optional<T>& v, absl::string_view flag) {
-  if (!v) return absl::OkStatus();
-  return CheckRange(*v >= 1, flag, absl::StrCat(*v), "a value >= 1");
-}
-
 // The elastic flags: each value in range, and min <= np <= max, MIN <= MAX.
 absl::Status ValidateElastic(const LaunchOptions& o) {
   const LaunchOptions::Elastic& e = o.elastic;
@@ -327,49 +284,12 @@ absl::Status ValidateElastic(const LaunchOptions& o) {
   return absl::OkStatus();
 }
 
-// horovodrun's flags chorus cannot honour: refused with the reason (launcher/README.md lists
-// them), never accepted and ignored. A flag that only restates the default is accepted.
-absl::Status RefuseUnsupported(const LaunchOptions& o) {
-  if (o.mpi_threads_disable.value_or(false)) {
-    return absl::InvalidArgumentError(
-        "--mpi-threads-disable is not supported: chorus calls MPI from its background thread "
-        "and its progress watchdog, not only from the thread that initialised MPI, so it needs "
-        "MPI_THREAD_MULTIPLE");
-  }
-  return absl::OkStatus();
-}
-
+// chorusrun's own values and the elastic flags; the runtime's parameters are checked by
+// CheckTunables (launcher/tunables.h).
 absl::Status Validate(const LaunchOptions& o) {
-  constexpr int64_t kMaxFusionMb = INT64_MAX >> 20;
-  constexpr int kMaxCacheCapacity = 1 << 20;
   if (absl::Status s = CheckRange(o.num_proc >= 1, "-np", absl::StrCat(o.num_proc), ">= 1");
       !s.ok()) {
     return s;
-  }
-  if (o.fusion_threshold_mb) {
-    if (absl::Status s =
-            CheckRange(*o.fusion_threshold_mb >= 0 && *o.fusion_threshold_mb <= kMaxFusionMb,
-                       "--fusion-threshold-mb", absl::StrCat(*o.fusion_threshold_mb),
-                       absl::StrCat("[0, ", kMaxFusionMb, "]"));
-        !s.ok()) {
-      return s;
-    }
-  }
-  if (o.cycle_time_ms) {
-    if (absl::Status s =
-            CheckRange(std::isfinite(*o.cycle_time_ms) && *o.cycle_time_ms > 0, "--cycle-time-ms",
-                       absl::StrCat(*o.cycle_time_ms), "a number of milliseconds > 0");
-        !s.ok()) {
-      return s;
-    }
-  }
-  if (o.cache_capacity) {
-    if (absl::Status s = CheckRange(
-            *o.cache_capacity >= 0 && *o.cache_capacity <= kMaxCacheCapacity, "--cache-capacity",
-            absl::StrCat(*o.cache_capacity), absl::StrCat("[0, ", kMaxCacheCapacity, "]"));
-        !s.ok()) {
-      return s;
-    }
   }
   if (o.start_timeout_s) {
     if (absl::Status s = CheckRange(*o.start_timeout_s >= 1, "--start-timeout",
@@ -385,56 +305,12 @@ absl::Status Validate(const LaunchOptions& o) {
       return s;
     }
   }
-  if (o.autotune_gaussian_process_noise) {
-    const double v = *o.autotune_gaussian_process_noise;
-    if (absl::Status s = CheckRange(v >= 0 && v <= 1, "--autotune-gaussian-process-noise",
-                                    absl::StrCat(v), "[0, 1]");
-        !s.ok()) {
-      return s;
-    }
-  }
-  for (absl::Status s : {
-           NonNegative(o.autotune_warmup_samples, "--autotune-warmup-samples"),
-           Positive(o.autotune_steps_per_sample, "--autotune-steps-per-sample"),
-           Positive(o.autotune_bayes_opt_max_samples, "--autotune-bayes-opt-max-samples"),
-           NonNegative(o.stall_check_warning_time_seconds, "--stall-check-warning-time-seconds"),
-           NonNegative(o.stall_check_shutdown_time_seconds, "--stall-check-shutdown-time-seconds"),
-           NonNegative(o.num_nccl_streams, "--num-nccl-streams"),
-           NonNegative(o.gloo_timeout_seconds, "--gloo-timeout-seconds"),
-       }) {
-    if (!s.ok()) return s;
-  }
-  if (o.thread_affinity) {
-    for (absl::string_view core : absl::StrSplit(*o.thread_affinity, ',')) {
-      int value = 0;
-      if (!absl::SimpleAtoi(core, &value) || value < 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("--thread-affinity=", *o.thread_affinity,
-                         " is not a comma-separated list of core ids (integers >= 0)"));
-      }
-    }
-  }
-  if (absl::Status s = RefuseUnsupported(o); !s.ok()) return s;
   if (absl::Status s = ValidateElastic(o); !s.ok()) return s;
   if (o.command.empty()) {
     return absl::InvalidArgumentError(
         "no command given; usage: chorusrun -np N [options] COMMAND [ARGS...]");
   }
   return absl::OkStatus();
-}
-
-// Lower-cases and checks --log-level against horovodrun's choices.
-absl::Status NormalizeLogLevel(std::optional<std::string>* level) {
-  if (!*level) return absl::OkStatus();
-  std::string lower = absl::AsciiStrToLower(**level);
-  for (const char* known : {"trace", "debug", "info", "warning", "error", "fatal"}) {
-    if (lower == known) {
-      *level = lower;
-      return absl::OkStatus();
-    }
-  }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "--log-level=", **level, " is not one of TRACE, DEBUG, INFO, WARNING, ERROR, FATAL"));
 }
 
 }  // namespace
@@ -509,7 +385,7 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
   if (!defs.num_proc_given()) {
     return absl::InvalidArgumentError("-np/--num-proc is required (see chorusrun --help)");
   }
-  if (absl::Status s = NormalizeLogLevel(&result.options.log_level); !s.ok()) return s;
+  if (absl::Status s = CheckTunables(&result.options); !s.ok()) return s;
   if (absl::Status s = Validate(result.options); !s.ok()) return s;
   return result;
 }

@@ -6,6 +6,8 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <type_traits>
+#include <variant>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -15,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 
+#include "launcher/tunables.h"
 #include <yaml-cpp/yaml.h>
 
 namespace chorus::launcher {
@@ -63,62 +66,46 @@ absl::Status ApplySection(const YAML::Node& section, const std::string& where,
   return absl::OkStatus();
 }
 
-template <typename T>
-KeyHandler Into(std::optional<T>* out) {
-  return [out](const YAML::Node& node, const std::string& where) { return Fill(node, where, out); };
-}
-
-// A boolean stored inverted (stall_check.enabled -> no_stall_check).
-KeyHandler Inverted(std::optional<bool>* out) {
-  return [out](const YAML::Node& node, const std::string& where) {
-    std::optional<bool> value;
-    if (absl::Status s = Fill(node, where, &value); !s.ok()) return s;
-    if (value && !out->has_value()) *out = !*value;
-    return absl::OkStatus();
-  };
+// The handler of a parameter's key: fills its field (inverted: with the opposite value).
+KeyHandler Into(const Tunable::Field& field, bool inverted, LaunchOptions* o) {
+  return std::visit(
+      [o, inverted](auto member) -> KeyHandler {
+        auto* out = &(o->*member);
+        using T = typename std::decay_t<decltype(*out)>::value_type;
+        if constexpr (std::is_same_v<T, bool>) {
+          if (inverted) {
+            return [out](const YAML::Node& node, const std::string& where) {
+              std::optional<bool> value;
+              if (absl::Status s = Fill(node, where, &value); !s.ok()) return s;
+              if (value && !out->has_value()) *out = !*value;
+              return absl::OkStatus();
+            };
+          }
+        }
+        return [out](const YAML::Node& node, const std::string& where) {
+          return Fill(node, where, out);
+        };
+      },
+      field);
 }
 
 absl::Status Apply(const YAML::Node& root, const std::string& file, LaunchOptions* o) {
   if (root.IsNull()) return absl::OkStatus();
   if (!root.IsMap()) return absl::InvalidArgumentError(absl::StrCat(file, ": expected a map"));
-  const std::map<std::string, std::map<std::string, KeyHandler>> sections = {
-      {"params",
-       {{"fusion_threshold_mb", Into(&o->fusion_threshold_mb)},
-        {"cycle_time_ms", Into(&o->cycle_time_ms)},
-        {"cache_capacity", Into(&o->cache_capacity)},
-        {"hierarchical_allreduce", Into(&o->hierarchical_allreduce)},
-        {"hierarchical_allgather", Into(&o->hierarchical_allgather)}}},
-      {"autotune",
-       {{"enabled", Into(&o->autotune)},
-        {"log_file", Into(&o->autotune_log_file)},
-        {"warmup_samples", Into(&o->autotune_warmup_samples)},
-        {"steps_per_sample", Into(&o->autotune_steps_per_sample)},
-        {"bayes_opt_max_samples", Into(&o->autotune_bayes_opt_max_samples)},
-        {"gaussian_process_noise", Into(&o->autotune_gaussian_process_noise)}}},
-      {"timeline",
-       {{"filename", Into(&o->timeline_filename)},
-        {"mark_cycles", Into(&o->timeline_mark_cycles)}}},
-      {"stall_check",
-       {{"enabled", Inverted(&o->no_stall_check)},
-        {"warning_time_seconds", Into(&o->stall_check_warning_time_seconds)},
-        {"shutdown_time_seconds", Into(&o->stall_check_shutdown_time_seconds)}}},
-      {"library_options",
-       {{"mpi_threads_disable", Into(&o->mpi_threads_disable)},
-        {"num_nccl_streams", Into(&o->num_nccl_streams)},
-        {"thread_affinity", Into(&o->thread_affinity)},
-        // Horovod 0.21 renamed it thread_affinity; Horovod 0.28.1 no longer reads it.
-        {"ccl_bgt_affinity",
-         [](const YAML::Node&, const std::string& where) {
-           return absl::InvalidArgumentError(absl::StrCat(
-               where,
-               ": renamed thread_affinity in horovodrun's config file (the cores of the "
-               "background threads, --thread-affinity); chorus has no oneCCL"));
-         }},
-        {"gloo_timeout_seconds", Into(&o->gloo_timeout_seconds)}}},
-      {"logging",
-       {{"level", Into(&o->log_level)},
-        {"with_timestamp", Into(&o->log_with_timestamp)},
-        {"hide_timestamp", Inverted(&o->log_with_timestamp)}}},
+  // Every parameter's keys (launcher/tunables.h), by section.
+  std::map<std::string, std::map<std::string, KeyHandler>> sections;
+  for (const Tunable& t : Tunables()) {
+    for (const Tunable::ConfigKey& key : t.config_keys) {
+      sections[key.section][key.key] = Into(t.field, key.inverted, o);
+    }
+  }
+  // Horovod 0.21 renamed it thread_affinity; Horovod 0.28.1 no longer reads it.
+  sections["library_options"]["ccl_bgt_affinity"] = [](const YAML::Node&,
+                                                       const std::string& where) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where,
+                     ": renamed thread_affinity in horovodrun's config file (the cores of the "
+                     "background threads, --thread-affinity); chorus has no oneCCL"));
   };
   for (const auto& entry : root) {
     const std::string name = entry.first.as<std::string>();

@@ -6,7 +6,10 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <map>
 #include <string>
+#include <type_traits>
+#include <variant>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -14,6 +17,7 @@
 #include "launcher/args.h"
 #include "launcher/generation_notice.h"
 #include "launcher/rank_env.h"
+#include "launcher/tunables.h"
 #include "launcher/worker_env.h"
 #include "runtime/config.h"
 
@@ -25,53 +29,48 @@ bool Informational(const std::string& name) {
                    name) != std::end(config_names::kInformational);
 }
 
-// Every flag of chorusrun that passes something to the workers, set.
+// A value of each parameter's type that its checks accept (some chosen for the checks below).
+std::string SampleValue(const launcher::Tunable& t) {
+  const std::map<std::string, std::string> chosen = {
+      {"--thread-affinity", "0,1"},
+      {"--gloo-timeout-seconds", "40"},
+      {"--log-level", "info"},
+      {"--autotune-log-file", "/tmp/at.csv"},
+      {"--autotune-warmup-samples", "1"},
+      {"--autotune-steps-per-sample", "2"},
+      {"--autotune-bayes-opt-max-samples", "3"},
+      {"--autotune-gaussian-process-noise", "0.5"},
+  };
+  if (auto it = chosen.find(t.flag); it != chosen.end()) return it->second;
+  return std::visit(
+      [](auto member) -> std::string {
+        using T = typename std::decay_t<decltype(launcher::LaunchOptions().*member)>::value_type;
+        if constexpr (std::is_same_v<T, std::string>) return "/tmp/value";
+        return "2";
+      },
+      t.field);
+}
+
+// Every flag of chorusrun that passes something to the workers, set: each parameter of
+// launcher/tunables.h with a variable, and the network's flags.
 std::vector<launcher::EnvVar> EveryFlag() {
-  absl::StatusOr<launcher::CommandLine> cl =
-      launcher::ParseCommandLine({"-np",
-                                  "2",
-                                  "--fusion-threshold-mb",
-                                  "8",
-                                  "--cycle-time-ms",
-                                  "2",
-                                  "--cache-capacity",
-                                  "9",
-                                  "--timeline-filename",
-                                  "/t.json",
-                                  "--timeline-mark-cycles",
-                                  "--no-stall-check",
-                                  "--stall-check-warning-time-seconds",
-                                  "5",
-                                  "--stall-check-shutdown-time-seconds",
-                                  "9",
-                                  "--num-nccl-streams",
-                                  "2",
-                                  "--thread-affinity",
-                                  "0,1",
-                                  "--gloo-timeout-seconds",
-                                  "40",
-                                  "--hierarchical-allreduce",
-                                  "--hierarchical-allgather",
-                                  "--log-level",
-                                  "info",
-                                  "--log-with-timestamp",
-                                  "--autotune",
-                                  "--autotune-log-file",
-                                  "/tmp/at.csv",
-                                  "--autotune-warmup-samples",
-                                  "1",
-                                  "--autotune-steps-per-sample",
-                                  "2",
-                                  "--autotune-bayes-opt-max-samples",
-                                  "3",
-                                  "--autotune-gaussian-process-noise",
-                                  "0.5",
-                                  "--tcp",
-                                  "--network-interface",
-                                  "eth0",
-                                  "prog"});
+  std::vector<std::string> args = {"-np", "2"};
+  for (const launcher::Tunable& t : launcher::Tunables()) {
+    if (t.variable == nullptr) continue;
+    args.push_back(t.flag);
+    if (t.off_flag == nullptr) args.push_back(SampleValue(t));
+  }
+  for (const char* arg : {"--tcp", "--network-interface", "eth0", "prog"}) args.push_back(arg);
+  absl::StatusOr<launcher::CommandLine> cl = launcher::ParseCommandLine(args);
   REQUIRE(cl.ok());
-  return launcher::WorkerEnvironment(cl->options);
+  std::vector<launcher::EnvVar> written = launcher::WorkerEnvironment(cl->options);
+  for (const launcher::Tunable& t : launcher::Tunables()) {
+    if (t.variable == nullptr) continue;
+    INFO(t.flag);
+    CHECK(std::count_if(written.begin(), written.end(),
+                        [&](const launcher::EnvVar& v) { return v.first == t.variable; }) == 1);
+  }
+  return written;
 }
 
 TEST_CASE("Every CHORUS_* variable chorusrun writes is one the runtime reads",
