@@ -11,11 +11,12 @@
 //                                         stuck in the blocking collective and their watchdog
 //                                         threads must end the job.
 //   no_progress_job healthy              nothing is lost; the job must end normally although it
-//                                         idles for 3 bounds, one rank computes for 2 bounds
+//                                         idles for 2 bounds, one rank computes for 1.5 bounds
 //                                         before submitting, and a large allreduce on a slowed
-//                                         link (every piece delayed) takes over 2 bounds, once
-//                                         on every rank and once on a process set that leaves
-//                                         rank 2 waiting for it.
+//                                         link (every piece delayed) takes over 1.5 bounds on
+//                                         every rank, and over 2 bounds on a process set that
+//                                         leaves rank 2 waiting for it (its wait is allowed more
+//                                         than one bound per call of the set's ranks).
 //
 // The bound is read from CHORUS_NO_PROGRESS_TIMEOUT_SECONDS (the runtime reads it too). The
 // faults are injected through MPI's profiling interface: this program's MPI_Allreduce wraps
@@ -160,25 +161,29 @@ void StopInAllreduce(int size) {
 void Healthy(int size, double bound) {
   for (int step = 0; step < 3; ++step) Step(step, size);
 
-  // Every rank busy elsewhere (or idle) for 3 bounds: the loops keep checking in.
-  Sleep(3 * bound);
+  // Every rank busy elsewhere (or idle) for 2 bounds: the loops keep checking in.
+  Sleep(2 * bound);
   Step(3, size);
 
-  // Rank 1 computes for 2 bounds before it submits; the others wait for it.
+  // Rank 1 computes for 1.5 bounds before it submits; the others wait for it.
   auto start = std::chrono::steady_clock::now();
-  if (g_rank == 1) Sleep(2 * bound);
+  if (g_rank == 1) Sleep(1.5 * bound);
   Step(4, size);
-  Report("the step rank 1 was late for", start, bound, 1.5);  // it slept 2 bounds
+  Report("the step rank 1 was late for", start, bound, 1.25);  // it slept 1.5 bounds
 
   // A slow link: each piece of the large allreduce is delayed on rank 0, so that the
-  // allreduce takes over 2 bounds while every piece completes well within one.
+  // allreduce takes over 1.5 bounds (2 on the process set below) while every piece completes
+  // well within one.
   const double piece_bytes = Number("CHORUS_PIPELINE_CHUNK_BYTES", 4 << 20);
   if (piece_bytes < 4 * kLargeCallElements || piece_bytes > (1 << 20)) {
     Fail("run with CHORUS_PIPELINE_CHUNK_BYTES between 16 KiB and 1 MiB");
   }
   const int pieces = 240;
-  const int delay_ms = static_cast<int>(2.5 * bound * 1000 / pieces) + 1;
-  if (g_rank == 0) g_delay_large_allreduce_ms = delay_ms;
+  // Delays of `bounds` bounds over the pieces.
+  const auto delay_ms = [&](double bounds) {
+    return static_cast<int>(bounds * bound * 1000 / pieces) + 1;
+  };
+  if (g_rank == 0) g_delay_large_allreduce_ms = delay_ms(1.75);
   std::vector<float> big(static_cast<size_t>(pieces * piece_bytes / 4), 1.0f);
   // The pieces go through MPI_Allreduce (and its delay) on the MPI data plane only.
   absl::StatusOr<std::string> controller = chorus::ControllerName();
@@ -186,11 +191,13 @@ void Healthy(int size, double bound) {
   const bool slowed = *controller == "MPI";
   start = std::chrono::steady_clock::now();
   Allreduce("no_progress.slow", big, static_cast<float>(size));
-  Report("slow allreduce", start, bound, slowed ? 2 : 0);  // delays of 2.5 bounds
+  Report("slow allreduce", start, bound, slowed ? 1.5 : 0);  // delays of 1.75 bounds
 
   // The same on a process set without rank 2: rank 2 skips it and waits for ranks 0 and 1 in
-  // its next negotiation for as long.
+  // its next negotiation for as long: over 2 bounds, which a wait allowed the bound for only
+  // one call of theirs would not survive.
   const int32_t set = AddProcessSet({0, 1});
+  if (g_rank == 0) g_delay_large_allreduce_ms = delay_ms(2.5);
   start = std::chrono::steady_clock::now();
   if (g_rank < 2) {
     std::vector<float> again(big.size(), 1.0f);
