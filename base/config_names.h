@@ -1,7 +1,7 @@
 // File: base/config_names.h
 //
 // The names of the CHORUS_* variables that cross from chorusrun to its workers: the launcher
-// writes them (launcher/worker_env.cc, launcher/rank_env.cc, launcher/worker_fleet.cc) and the
+// writes them (launcher/cli/worker_env.cc, launcher/engine/rank_env.cc, launcher/engine/worker_fleet.cc) and the
 // runtime reads them (runtime/config.cc). Named once here so that the two sides cannot drift
 // (test/unit/config_names_test.cc checks that every CHORUS_* name the launcher writes is one
 // the runtime reads, or is listed in kInformational).

@@ -2,7 +2,7 @@
 //
 // Host discovery for elastic jobs (horovodrun's --host-discovery-script): a user script prints
 // the hosts available now, one per line, and chorusrun runs it again and again
-// (launcher/discovery_runner.h runs it; this file judges what it printed).
+// (launcher/engine/discovery_runner.h runs it; this file judges what it printed).
 //
 //   host            a host with the default number of slots (--slots-per-host)
 //   host:slots      a host with `slots` slots, 1 <= slots <= 1000000

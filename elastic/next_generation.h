@@ -7,7 +7,7 @@
 // takes what the job remembers (JobState), what happened since the last call (Events: a
 // discovery answer, workers that ended, fell silent or were first heard from, hosts ssh could
 // not reach, a signal to chorusrun) and the clock, and returns the next state, the actions the
-// job engine (launcher/job_engine.h) carries out (start workers, publish a generation, stop
+// job engine (launcher/engine/job_engine.h) carries out (start workers, publish a generation, stop
 // workers, log a line, end the job) and the time by which it must be called again even if
 // nothing happens (`wake`). The engine blocks until an event or `wake`: a call with no events
 // before `wake` returns no actions, so the engine's loop either sleeps or makes progress.
@@ -65,7 +65,7 @@
 
 namespace chorus::elastic {
 
-// The job's rules, fixed for its life (resolved from chorusrun's flags: launcher/job_settings.h).
+// The job's rules, fixed for its life (resolved from chorusrun's flags: launcher/engine/job_settings.h).
 struct JobRules {
   bool fixed = false;  // a fixed-size job (see the file comment)
   RankLimits limits;

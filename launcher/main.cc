@@ -1,20 +1,20 @@
 // chorusrun: launches a chorus job, horovodrun-compatible: MPI mode (mpirun starts the workers)
 // or, with --gloo or the elastic flags, an MPI-less job run by chorusrun's job engine
-// (launcher/job_engine.h). See launcher/README.md.
+// (launcher/engine/job_engine.h). See launcher/README.md.
 //
 // Exit status: 0 after --help/--version/--check-build; 2 for bad input, before anything starts;
-// otherwise, for an MPI-mode job, the status launcher/mpi_job.h describes, and for an MPI-less
-// job the one launcher/job_engine.h describes.
+// otherwise, for an MPI-mode job, the status launcher/mpi/mpi_job.h describes, and for an MPI-less
+// job the one launcher/engine/job_engine.h describes.
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 
-#include "launcher/args.h"
-#include "launcher/check_build.h"
-#include "launcher/job_engine.h"
-#include "launcher/mpi_job.h"
+#include "launcher/cli/args.h"
+#include "launcher/cli/check_build.h"
+#include "launcher/engine/job_engine.h"
+#include "launcher/mpi/mpi_job.h"
 
 extern char** environ;
 

@@ -1,6 +1,6 @@
 // File: launcher/options.h
 //
-// Everything chorusrun's command line says, as parsed by ParseCommandLine (launcher/args.h).
+// Everything chorusrun's command line says, as parsed by ParseCommandLine (launcher/cli/args.h).
 // An unset optional means "flag not given": the worker then sees no variable for it and the
 // runtime's default applies (runtime/config.h).
 //
@@ -18,7 +18,7 @@ namespace chorus::launcher {
 
 struct LaunchOptions {
   int num_proc = 0;
-  // --gloo: MPI-less mode; chorusrun starts the workers itself (launcher/job_engine.h).
+  // --gloo: MPI-less mode; chorusrun starts the workers itself (launcher/engine/job_engine.h).
   bool gloo = false;
   std::optional<std::string> hosts;     // -H/--hosts, unparsed
   std::optional<std::string> hostfile;  // --hostfile path
@@ -72,7 +72,7 @@ struct LaunchOptions {
   std::optional<bool> log_with_timestamp;
 
   // Elastic training (horovodrun's elastic flags). Any of them makes the job elastic, which
-  // implies --gloo (launcher/job_engine.h); --mpi given with them is an error.
+  // implies --gloo (launcher/engine/job_engine.h); --mpi given with them is an error.
   struct Elastic {
     std::optional<int> min_np;                    // --min-np/--min-num-proc; unset: -np
     std::optional<int> max_np;                    // --max-np/--max-num-proc; unset: no cap

@@ -84,7 +84,7 @@ struct NoProgressReport {
 // One paragraph: who noticed, what did not complete, which ranks it waited on, what that
 // usually means, and which variable to raise if the ranks are only slow. Its shape is read by
 // chorusrun, which names the lost ranks and their hosts from it (Note [The no-progress report
-// contract] in launcher/no_progress_report.h; test/launcher/no_progress_contract.cc holds the
+// contract] in launcher/mpi/no_progress_report.h; test/launcher/no_progress_contract.cc holds the
 // two to one shape): change them together.
 std::string DescribeNoProgress(const NoProgressReport& report);
 

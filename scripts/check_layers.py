@@ -197,8 +197,8 @@ def self_test():
         'elastic/next_generation.h': '#include "base/mutex.h"\n#include <vector>\n',
         'elastic/CMakeLists.txt': 'add_library(chorus_elastic STATIC next_generation.cc)\n'
                                   'target_link_libraries(chorus_elastic PUBLIC chorus_base)\n',
-        'launcher/hosts.h': '#include "base/mutex.h"\n#include "elastic/next_generation.h"\n',
-        'launcher/main.cc': '#include "launcher/hosts.h"\n',
+        'launcher/hosts/hosts.h': '#include "base/mutex.h"\n#include "elastic/next_generation.h"\n',
+        'launcher/main.cc': '#include "launcher/hosts/hosts.h"\n',
         'launcher/CMakeLists.txt': 'add_library(chorus_launcher STATIC hosts.cc)\n'
                                    'add_executable(chorusrun main.cc)\n'
                                    'target_link_libraries(chorus_launcher PUBLIC chorus_base '
@@ -218,7 +218,7 @@ def self_test():
                                            'runtime/include/chorus/c_api.h:1'),
         'launcher/main.cc': ('#include "chorus/chorus.h"\n', 'launcher/main.cc:1'),
         'elastic/blacklist.cc': ('#include "runtime/runtime.h"\n', 'elastic/blacklist.cc:1'),
-        'elastic/host_set.h': ('#include "launcher/hosts.h"\n', 'elastic/host_set.h:1'),
+        'elastic/host_set.h': ('#include "launcher/hosts/hosts.h"\n', 'elastic/host_set.h:1'),
         'elastic/x/CMakeLists.txt': ('target_link_libraries(chorus_elastic PUBLIC '
                                      'chorus_launcher)\n',
                                      'elastic/x/CMakeLists.txt: links chorus_launcher'),

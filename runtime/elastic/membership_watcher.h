@@ -1,6 +1,6 @@
 // File: runtime/elastic/membership_watcher.h
 //
-// An elastic worker's link to chorusrun's job engine (launcher/job_engine.h): one thread per
+// An elastic worker's link to chorusrun's job engine (launcher/engine/job_engine.h): one thread per
 // process that
 // long-polls the rendezvous service for new generations (Watch in proto/rendezvous.proto) every
 // kPollPeriod, which doubles as the worker's heartbeat (chorusrun treats a worker silent for 5 s

@@ -102,7 +102,7 @@ absl::Status ComputeTopology(MPI_Comm comm, Topology* topo) {
 // watchdog's thread (MPI_THREAD_MULTIPLE, which chorus asks for, allows the latter; Open MPI's
 // MPI_Abort talks only to its runtime, not to the communicator's transport, so it does not wait
 // for the stuck call). chorusrun reads the line's "(MPI_Abort, exit code C)" end (Note [The
-// no-progress report contract] in launcher/no_progress_report.h).
+// no-progress report contract] in launcher/mpi/no_progress_report.h).
 void AbortJob(MPI_Comm comm, const std::string& report) {
   CHORUS_LOG(ERROR) << report << " (MPI_Abort, exit code " << EX_TEMPFAIL << ")";
   MPI_Abort(comm, EX_TEMPFAIL);

@@ -16,7 +16,7 @@
 namespace chorus::runtime {
 namespace {
 
-// Shared with launcher/rendezvous_server.cc (the server matches these exactly).
+// Shared with launcher/engine/rendezvous_server.cc (the server matches these exactly).
 constexpr char kSecretMetadataKey[] = "chorus-rendezvous-secret";
 constexpr char kShuttingDownMessage[] = "rendezvous shutting down";
 

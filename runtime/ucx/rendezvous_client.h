@@ -1,7 +1,7 @@
 // File: runtime/ucx/rendezvous_client.h
 //
 // The worker side of the rendezvous service of MPI-less launches (the server runs in chorusrun:
-// launcher/rendezvous_server.h; the protocol is proto/rendezvous.proto): publish this process's
+// launcher/engine/rendezvous_server.h; the protocol is proto/rendezvous.proto): publish this process's
 // UCX worker address, fetch everyone else's. Every call sends the job's secret in the clear
 // over plain TCP (the job's network is trusted). No call waits longer than its timeout plus the
 // client's call_timeout.

@@ -418,7 +418,7 @@ def cut_mpi(ctx):
                                      env=dict(ctx.env, CHORUS_NO_PROGRESS_TIMEOUT_SECONDS='5'))
     assert status == 75, f'status {status}'
     # Both waiting ranks report; should mpirun's abort kill one of them before its own report,
-    # that rank cannot be told from rank 2 and is named too (launcher/no_progress_report.h).
+    # that rank cannot be told from rank 2 and is named too (launcher/mpi/no_progress_report.h).
     cause = (r'(rank 2 on n3 presumed lost: ranks 0, 1 saw no progress for 5s waiting on it|'
              r'rank 1 on n2 or rank 2 on n3 presumed lost: rank 0 saw no progress for 5s waiting '
              r'on them|rank 0 on n1 or rank 2 on n3 presumed lost: rank 1 saw no progress for 5s '

@@ -33,7 +33,7 @@ import json
 import random
 from typing import List, Optional, Tuple
 
-# Timing constants of chorusrun (elastic/next_generation.h, launcher/job_engine.h): a worker
+# Timing constants of chorusrun (elastic/next_generation.h, launcher/engine/job_engine.h): a worker
 # silent this long is killed, checked this often; the others get the finish grace after a
 # worker exits 0; joiners ready within the join window of the first join together.
 HEARTBEAT_S = 5.0
@@ -69,7 +69,7 @@ def blacklists(kind):
 
 
 def local_host_names(hostname):
-    """Names chorusrun treats as this machine (launcher/rank_layout.cc, IsLocalHost: localhost,
+    """Names chorusrun treats as this machine (launcher/hosts/rank_layout.cc, IsLocalHost: localhost,
     127.0.0.1 and this machine's hostname, full or first label, compared without case) that the
     engine sees as different hosts (its host set compares names exactly): at least 4."""
     short = hostname.split('.')[0]

@@ -1,4 +1,4 @@
-// Fuzzes chorusrun's command line (launcher/args.h): ParseCommandLine over fuzzed argv, with a
+// Fuzzes chorusrun's command line (launcher/cli/args.h): ParseCommandLine over fuzzed argv, with a
 // --config-file whose YAML comes from the input too, and ShellSplit (how --mpi-args and
 // --binding-args are split) over every argument.
 //
@@ -29,7 +29,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 
-#include "launcher/args.h"
+#include "launcher/cli/args.h"
+#include "launcher/process/shell_words.h"
 #include "test/fuzz/fuzz_check.h"
 
 namespace chorus::launcher {

@@ -1,4 +1,4 @@
-// Fuzzes chorusrun's --config-file reader (launcher/config_file.h): horovodrun's YAML layout,
+// Fuzzes chorusrun's --config-file reader (launcher/cli/config_file.h): horovodrun's YAML layout,
 // parsed by yaml-cpp, which reports problems by throwing.
 //
 // Input: the file's contents. ApplyConfigYaml runs twice: on options with nothing set, and on
@@ -14,7 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 
-#include "launcher/config_file.h"
+#include "launcher/cli/config_file.h"
 #include "test/fuzz/fuzz_check.h"
 
 namespace chorus::launcher {

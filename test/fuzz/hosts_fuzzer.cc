@@ -1,7 +1,7 @@
 // Fuzzes chorusrun's host lists: -H/--hosts (ParseHosts) and hostfile contents (ParseHostfile),
 // both of which come from the user. The whole input is the text of each.
 //
-// Properties (launcher/hosts.h): no crash; errors are InvalidArgument; an accepted list has
+// Properties (launcher/hosts/hosts.h): no crash; errors are InvalidArgument; an accepted list has
 // valid, unique host names with slot counts in [1, kMaxSlots], and FormatHosts of it parses back
 // to the same list (it is what chorusrun hands mpirun -H).
 #include <cstddef>
@@ -13,7 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 
-#include "launcher/hosts.h"
+#include "launcher/hosts/hosts.h"
 #include "test/fuzz/fuzz_check.h"
 
 namespace chorus::launcher {

@@ -24,7 +24,7 @@
 #include "absl/time/time.h"
 
 #include "base/logging.h"
-#include "launcher/rendezvous_server.h"
+#include "launcher/engine/rendezvous_server.h"
 #include "proto/rendezvous.pb.h"
 #include "runtime/elastic/membership_watcher.h"
 #include "runtime/ucx/rendezvous_client.h"

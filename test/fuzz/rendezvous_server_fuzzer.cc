@@ -1,4 +1,4 @@
-// Fuzzes the rendezvous service of MPI-less launches (launcher/rendezvous_server.h) with the
+// Fuzzes the rendezvous service of MPI-less launches (launcher/engine/rendezvous_server.h) with the
 // requests workers send it: Put, Get and Watch with fuzzed scopes, keys, values, generations,
 // timeouts and secrets, interleaved with chorusrun's own PublishGeneration, SilentWorkers, Heard
 // and ForgetWorker. The service has no in-process seam (its handlers take gRPC server contexts
@@ -29,7 +29,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 
-#include "launcher/rendezvous_server.h"
+#include "launcher/engine/rendezvous_server.h"
 #include "proto/rendezvous.grpc.pb.h"
 #include "test/fuzz/fuzz_check.h"
 #include "test/fuzz/fuzz_text.h"

@@ -1,12 +1,12 @@
-// Fuzzes the Slurm allocation parsers of chorusrun --gloo (launcher/slurm.h): the node list, the
-// tasks per node, and SlurmHosts over an environment holding them, all of which come from the
+// Fuzzes the Slurm allocation parsers of chorusrun --gloo (launcher/hosts/slurm.h): the node list,
+// the tasks per node, and SlurmHosts over an environment holding them, all of which come from the
 // environment Slurm (or the user) set.
 //
 // Input: one flag byte, then up to three values separated by NUL bytes: the node list, the tasks
 // per node, the task count. Flag bit 0 names the node list SLURM_NODELIST instead of
 // SLURM_JOB_NODELIST, bit 1 leaves SLURM_TASKS_PER_NODE out, bit 2 leaves SLURM_NTASKS out.
 //
-// Properties (launcher/slurm.h): no crash; errors are InvalidArgument naming the list or the
+// Properties (launcher/hosts/slurm.h): no crash; errors are InvalidArgument naming the list or the
 // variable; a node list expands to 1..1000000 valid host names; tasks per node are counts in
 // [1, 1000000]; SlurmHosts has a node's slots >= 1, one host per node with SLURM_TASKS_PER_NODE
 // (in its counts), and SLURM_NTASKS slots in all with SLURM_NTASKS alone.
@@ -21,7 +21,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 
-#include "launcher/slurm.h"
+#include "launcher/hosts/slurm.h"
 #include "test/fuzz/fuzz_check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,9 +1,11 @@
-#include "launcher/args.h"
+#include "launcher/cli/args.h"
 
 #include <string>
 #include <vector>
 
 #include <catch2/catch.hpp>
+
+#include "launcher/process/shell_words.h"
 
 namespace chorus::launcher {
 namespace {

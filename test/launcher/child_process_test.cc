@@ -1,7 +1,7 @@
-// RunChild (launcher/child_process.h): when chorusrun signals its child (StopSchedule, pure),
-// and with real processes: a child that ignores SIGTERM is killed after the grace, a signal to
-// chorusrun is passed on, and what the child leaves behind does not outlive RunChild.
-#include "launcher/child_process.h"
+// RunChild (launcher/process/child_process.h): when chorusrun signals its child (StopSchedule,
+// pure), and with real processes: a child that ignores SIGTERM is killed after the grace, a signal
+// to chorusrun is passed on, and what the child leaves behind does not outlive RunChild.
+#include "launcher/process/child_process.h"
 
 #include <signal.h>
 #include <unistd.h>

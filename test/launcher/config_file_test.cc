@@ -1,4 +1,4 @@
-#include "launcher/config_file.h"
+#include "launcher/cli/config_file.h"
 
 #include <cstdio>
 #include <fstream>
@@ -6,8 +6,8 @@
 
 #include <catch2/catch.hpp>
 
-#include "launcher/args.h"
-#include "launcher/worker_env.h"
+#include "launcher/cli/args.h"
+#include "launcher/cli/worker_env.h"
 
 namespace chorus::launcher {
 namespace {

@@ -12,7 +12,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "launcher/discovery_runner.h"
+#include "launcher/engine/discovery_runner.h"
 
 namespace chorus::launcher {
 namespace {

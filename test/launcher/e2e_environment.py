@@ -13,7 +13,7 @@ AWKWARD = ('a b\t\'single\' "double" $HOME `id` $(id) \\ back\nsecond line\n=eq=
 BIG = {f'BIG_{i:03d}': ''.join(chr(33 + (i * 7 + j) % 94) for j in range(500)) for i in range(300)}
 FORWARDED = dict(BIG, MYVAR=AWKWARD, EMPTYVAR='', NEWLINES='\n\n', QUOTE="'",
                  CUDA_VISIBLE_DEVICES='1,0', PYTHONUNBUFFERED='1')
-# Not forwarded (launcher/mpirun_command.h, IsForwarded), and my.var, which --gloo cannot send
+# Not forwarded (launcher/process/environment.h, IsForwarded), and my.var, which --gloo cannot send
 # over ssh (no shell can export it; MPI mode sends it); local workers get them all.
 NOT_FORWARDED = {'my.var': 'dotted', 'HOSTNAME': 'callerhost', 'OLDPWD': '/caller/old',
                  'OLDPWD_KEPT': '/caller/kept', 'SSH_AUTH_SOCK': '/caller/agent.sock',

@@ -1,4 +1,4 @@
-#include "launcher/executable_search.h"
+#include "launcher/process/executable_search.h"
 
 #include <sys/stat.h>
 #include <unistd.h>

@@ -1,6 +1,6 @@
-// The failure report line (launcher/failure_report.h): parsing, and its collection from the
+// The failure report line (launcher/process/failure_report.h): parsing, and its collection from the
 // workers' output streams.
-#include "launcher/failure_report.h"
+#include "launcher/process/failure_report.h"
 
 #include <memory>
 #include <string>

@@ -1,4 +1,4 @@
-#include "launcher/generation_notice.h"
+#include "launcher/engine/generation_notice.h"
 
 #include <map>
 #include <string>

@@ -1,4 +1,4 @@
-#include "launcher/hosts.h"
+#include "launcher/hosts/hosts.h"
 
 #include <fstream>
 #include <string>

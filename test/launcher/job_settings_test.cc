@@ -1,4 +1,4 @@
-#include "launcher/job_settings.h"
+#include "launcher/engine/job_settings.h"
 
 #include <catch2/catch.hpp>
 

@@ -166,7 +166,7 @@ def test_real_job(c, job):
                      'waiting on it (CHORUS_NO_PROGRESS_TIMEOUT_SECONDS)')
     # Open MPI kills every rank after the first MPI_Abort: the other waiting rank may be killed
     # before its own report, and cannot then be told from rank 2 (Note [The no-progress report
-    # contract] in launcher/no_progress_report.h).
+    # contract] in launcher/mpi/no_progress_report.h).
     one = re.compile(re.escape(prefix) + r'rank ([01]) on localhost or rank 2 on localhost '
                      r'presumed lost: rank ([01]) saw no progress for 3s waiting on them '
                      r'\(CHORUS_NO_PROGRESS_TIMEOUT_SECONDS\)')

@@ -1,10 +1,11 @@
-#include "launcher/mpirun_command.h"
+#include "launcher/mpi/mpirun_command.h"
 
 #include <catch2/catch.hpp>
 
-#include "launcher/args.h"
-#include "launcher/rank_layout.h"
-#include "launcher/worker_env.h"
+#include "launcher/cli/args.h"
+#include "launcher/cli/worker_env.h"
+#include "launcher/hosts/rank_layout.h"
+#include "launcher/process/shell_words.h"
 
 namespace chorus::launcher {
 namespace {

@@ -1,4 +1,4 @@
-#include "launcher/mpirun_output.h"
+#include "launcher/mpi/mpirun_output.h"
 
 #include <optional>
 #include <ostream>
@@ -7,7 +7,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "launcher/worker_output.h"
+#include "launcher/process/worker_output.h"
 
 namespace chorus::launcher {
 namespace {

@@ -1,5 +1,5 @@
-// chorusrun's exit status and last line in MPI mode (launcher/mpirun_verdict.h).
-#include "launcher/mpirun_verdict.h"
+// chorusrun's exit status and last line in MPI mode (launcher/mpi/mpirun_verdict.h).
+#include "launcher/mpi/mpirun_verdict.h"
 
 #include <signal.h>
 

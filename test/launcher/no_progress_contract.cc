@@ -1,5 +1,5 @@
 // The no-progress report's contract (Note [The no-progress report contract] in
-// launcher/no_progress_report.h): what the runtime renders (runtime::DescribeNoProgress), in
+// launcher/mpi/no_progress_report.h): what the runtime renders (runtime::DescribeNoProgress), in
 // the line the MPI controller prints, is what chorusrun reads (launcher::ParseNoProgressReport).
 // chorusrun does not link the runtime; this test links both to hold them to one shape.
 #include <cstdint>
@@ -9,7 +9,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "launcher/no_progress_report.h"
+#include "launcher/mpi/no_progress_report.h"
 #include "runtime/progress_watchdog.h"
 
 namespace chorus {

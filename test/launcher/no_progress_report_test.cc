@@ -1,8 +1,8 @@
 // The runtime's no-progress report as chorusrun reads it (Note [The no-progress report
-// contract] in launcher/no_progress_report.h), the ranks a job's reports imply were lost, and
+// contract] in launcher/mpi/no_progress_report.h), the ranks a job's reports imply were lost, and
 // the words chorusrun's last line uses for them. test/launcher/no_progress_contract.cc parses
 // what the runtime itself renders.
-#include "launcher/no_progress_report.h"
+#include "launcher/mpi/no_progress_report.h"
 
 #include <optional>
 #include <string>

@@ -1,4 +1,4 @@
-#include "launcher/rank_env.h"
+#include "launcher/engine/rank_env.h"
 
 #include <string>
 #include <vector>

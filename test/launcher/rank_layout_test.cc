@@ -1,4 +1,4 @@
-#include "launcher/rank_layout.h"
+#include "launcher/hosts/rank_layout.h"
 
 #include <string>
 #include <vector>

@@ -1,6 +1,6 @@
 // rendezvous_address_probe [--network-interface NAME]... HOST...
 //
-// Prints "HOST ADDRESS" per host, as RendezvousAddresses (launcher/rendezvous_address.h)
+// Prints "HOST ADDRESS" per host, as RendezvousAddresses (launcher/hosts/rendezvous_address.h)
 // decides, or its error on stderr and exits 1. For the multi-host tests (test/cluster/), which
 // run it where real routes lead to other network namespaces.
 #include <cstring>
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "launcher/rendezvous_address.h"
+#include "launcher/hosts/rendezvous_address.h"
 
 int main(int argc, char** argv) {
   std::vector<std::string> hosts, interfaces;

@@ -1,4 +1,4 @@
-#include "launcher/rendezvous_address.h"
+#include "launcher/hosts/rendezvous_address.h"
 
 #include <algorithm>
 #include <map>

@@ -1,11 +1,11 @@
-#include "launcher/slurm.h"
+#include "launcher/hosts/slurm.h"
 
 #include <string>
 #include <vector>
 
 #include <catch2/catch.hpp>
 
-#include "launcher/job_hosts.h"
+#include "launcher/hosts/job_hosts.h"
 
 namespace chorus::launcher {
 namespace {

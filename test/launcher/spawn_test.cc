@@ -1,4 +1,4 @@
-#include "launcher/spawn.h"
+#include "launcher/process/spawn.h"
 
 #include "absl/time/time.h"
 #include <catch2/catch.hpp>

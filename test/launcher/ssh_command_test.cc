@@ -1,4 +1,4 @@
-#include "launcher/ssh_command.h"
+#include "launcher/hosts/ssh_command.h"
 
 #include <string>
 #include <vector>
@@ -6,7 +6,8 @@
 #include "absl/strings/str_replace.h"
 #include <catch2/catch.hpp>
 
-#include "launcher/args.h"
+#include "launcher/cli/args.h"
+#include "launcher/process/shell_words.h"
 
 namespace chorus::launcher {
 namespace {

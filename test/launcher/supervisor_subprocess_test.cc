@@ -7,7 +7,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "launcher/supervisor.h"
+#include "launcher/process/supervisor.h"
 
 namespace chorus::launcher {
 namespace {

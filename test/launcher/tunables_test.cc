@@ -1,7 +1,7 @@
-// The runtime's parameters as chorusrun takes them (launcher/tunables.h): every row's flag and
+// The runtime's parameters as chorusrun takes them (launcher/cli/tunables.h): every row's flag and
 // every one of its config-file keys fill the same field, a value out of range is refused with
 // the flag named whichever way it came, and the row's variable carries it to the workers.
-#include "launcher/tunables.h"
+#include "launcher/cli/tunables.h"
 
 #include <optional>
 #include <string>
@@ -12,9 +12,9 @@
 #include "absl/strings/str_cat.h"
 #include <catch2/catch.hpp>
 
-#include "launcher/args.h"
-#include "launcher/config_file.h"
-#include "launcher/worker_env.h"
+#include "launcher/cli/args.h"
+#include "launcher/cli/config_file.h"
+#include "launcher/cli/worker_env.h"
 
 namespace chorus::launcher {
 namespace {

@@ -1,8 +1,8 @@
-#include "launcher/worker_env.h"
+#include "launcher/cli/worker_env.h"
 
 #include <catch2/catch.hpp>
 
-#include "launcher/args.h"
+#include "launcher/cli/args.h"
 
 namespace chorus::launcher {
 namespace {

@@ -1,4 +1,4 @@
-#include "launcher/worker_output.h"
+#include "launcher/process/worker_output.h"
 
 #include <signal.h>
 

@@ -14,11 +14,11 @@
 
 #include <catch2/catch.hpp>
 
-#include "launcher/args.h"
-#include "launcher/generation_notice.h"
-#include "launcher/rank_env.h"
-#include "launcher/tunables.h"
-#include "launcher/worker_env.h"
+#include "launcher/cli/args.h"
+#include "launcher/cli/tunables.h"
+#include "launcher/cli/worker_env.h"
+#include "launcher/engine/generation_notice.h"
+#include "launcher/engine/rank_env.h"
 #include "runtime/config.h"
 
 namespace chorus {
@@ -52,7 +52,7 @@ std::string SampleValue(const launcher::Tunable& t) {
 }
 
 // Every flag of chorusrun that passes something to the workers, set: each parameter of
-// launcher/tunables.h with a variable, and the network's flags.
+// launcher/cli/tunables.h with a variable, and the network's flags.
 std::vector<launcher::EnvVar> EveryFlag() {
   std::vector<std::string> args = {"-np", "2"};
   for (const launcher::Tunable& t : launcher::Tunables()) {

@@ -13,7 +13,7 @@
 #include "absl/time/time.h"
 #include <catch2/catch.hpp>
 
-#include "launcher/rendezvous_server.h"
+#include "launcher/engine/rendezvous_server.h"
 
 namespace chorus {
 namespace {

@@ -1,4 +1,4 @@
-// The rendezvous service of MPI-less launches: launcher/rendezvous_server.h against
+// The rendezvous service of MPI-less launches: launcher/engine/rendezvous_server.h against
 // runtime/ucx/rendezvous_client.h over real gRPC on 127.0.0.1.
 #include <grpcpp/grpcpp.h>
 #include <netinet/in.h>
@@ -18,7 +18,7 @@
 #include "absl/time/time.h"
 #include <catch2/catch.hpp>
 
-#include "launcher/rendezvous_server.h"
+#include "launcher/engine/rendezvous_server.h"
 #include "proto/rendezvous.grpc.pb.h"
 #include "runtime/ucx/rendezvous_client.h"
 

@@ -126,7 +126,7 @@ def _reform():
 
 # The line a rank that dies of an uncaught exception writes to its stderr (after the traceback,
 # before the runtime's shutdown at exit tells the other ranks): chorusrun reads it back
-# (launcher/failure_report.h) to name that rank, not a rank that failed because of it.
+# (launcher/process/failure_report.h) to name that rank, not a rank that failed because of it.
 FAILURE_REPORT = "chorus: rank %d failed (uncaught exception): %s"
 _previous_excepthook = None
 # The uncaught exception that ends this process ("RuntimeError: boom"): the shutdown at exit
