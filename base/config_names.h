@@ -1,10 +1,10 @@
 // File: base/config_names.h
 //
 // The names of the CHORUS_* variables that cross from chorusrun to its workers: the launcher
-// writes them (launcher/cli/worker_env.cc, launcher/engine/rank_env.cc, launcher/engine/worker_fleet.cc) and the
-// runtime reads them (runtime/config.cc). Named once here so that the two sides cannot drift
-// (test/unit/config_names_test.cc checks that every CHORUS_* name the launcher writes is one
-// the runtime reads, or is listed in kInformational).
+// writes them (launcher/cli/worker_env.cc, launcher/engine/rank_env.cc,
+// launcher/engine/worker_fleet.cc) and the runtime reads them (runtime/config.cc). Named once here
+// so that the two sides cannot drift (test/unit/config_names_test.cc checks that every CHORUS_*
+// name the launcher writes is one the runtime reads, or is listed in kInformational).
 //
 // Thread-safety: constants.
 #ifndef CHORUS_BASE_CONFIG_NAMES_H_

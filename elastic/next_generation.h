@@ -65,7 +65,8 @@
 
 namespace chorus::elastic {
 
-// The job's rules, fixed for its life (resolved from chorusrun's flags: launcher/engine/job_settings.h).
+// The job's rules, fixed for its life (resolved from chorusrun's flags:
+// launcher/engine/job_settings.h).
 struct JobRules {
   bool fixed = false;  // a fixed-size job (see the file comment)
   RankLimits limits;

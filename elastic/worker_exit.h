@@ -53,10 +53,10 @@ ExitVerdict ClassifyExit(const WorkerExit& exit, bool remote);
 // "exited with code 3", "killed by SIGKILL".
 std::string DescribeExit(const WorkerExit& exit);
 
-// The cause of a job's failure, whichever worker exited first (launcher/process/failure_report.h reads
-// it from the workers' output): a rank that reported dying of an uncaught exception, or, where
-// no rank did, a rank that another rank's failed op named as having shut chorus down (it ended
-// by an exit, a signal or a return while the others still ran ops).
+// The cause of a job's failure, whichever worker exited first (launcher/process/failure_report.h
+// reads it from the workers' output): a rank that reported dying of an uncaught exception, or,
+// where no rank did, a rank that another rank's failed op named as having shut chorus down (it
+// ended by an exit, a signal or a return while the others still ran ops).
 struct FailureReport {
   int rank = 0;
   std::string exception;  // "ValueError: bad batch"; empty for a shutdown named by another rank

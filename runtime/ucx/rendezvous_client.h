@@ -1,15 +1,14 @@
 // File: runtime/ucx/rendezvous_client.h
 //
 // The worker side of the rendezvous service of MPI-less launches (the server runs in chorusrun:
-// launcher/engine/rendezvous_server.h; the protocol is proto/rendezvous.proto): publish this process's
-// UCX worker address, fetch everyone else's. Every call sends the job's secret in the clear
-// over plain TCP (the job's network is trusted). No call waits longer than its timeout plus the
-// client's call_timeout.
-// Errors (absl codes equal gRPC's; every message names the server's address and what failed):
-// Unavailable when no connection can be made or the server shuts down while a Get waits;
-// DeadlineExceeded when a Get's timeout passes first, naming the keys not yet published;
-// Unauthenticated for a wrong secret; InvalidArgument / ResourceExhausted / AlreadyExists as the
-// server answers them. The messages, and a usage example: docs/launcher.md.
+// launcher/engine/rendezvous_server.h; the protocol is proto/rendezvous.proto): publish this
+// process's UCX worker address, fetch everyone else's. Every call sends the job's secret in the
+// clear over plain TCP (the job's network is trusted). No call waits longer than its timeout plus
+// the client's call_timeout. Errors (absl codes equal gRPC's; every message names the server's
+// address and what failed): Unavailable when no connection can be made or the server shuts down
+// while a Get waits; DeadlineExceeded when a Get's timeout passes first, naming the keys not yet
+// published; Unauthenticated for a wrong secret; InvalidArgument / ResourceExhausted /
+// AlreadyExists as the server answers them. The messages, and a usage example: docs/launcher.md.
 //
 // Thread-safety: thread-safe (calls from several threads run concurrently).
 #ifndef CHORUS_RUNTIME_UCX_RENDEZVOUS_CLIENT_H_
