@@ -3,8 +3,8 @@
 // Note [Op kinds]: one row per OpType says what the runtime's rules need to know of that kind of
 // op: its name, whether it moves data, reduces, fuses, groups, splits along the first dimension,
 // has a root, and how the ranks' shapes must agree. The submission checks (runtime/runtime.cc),
-// the coordinator's agreement rules (runtime/coordinator.cc), the fusion planner and the names
-// in errors and timelines read these columns instead of listing op types each, so a new
+// the coordinator's agreement rules (runtime/negotiate/coordinator.cc), the fusion planner and the
+// names in errors and timelines read these columns instead of listing op types each, so a new
 // collective is a row here plus what is truly its own (its negotiation of sizes, if any, and
 // its backend call).
 //

@@ -29,7 +29,7 @@
 #include "chorus/chorus.h"
 #include "chorus/types.h"
 #include "ops/mpi/mpi_datatypes.h"
-#include "runtime/huge_pages.h"
+#include "runtime/execute/huge_pages.h"
 
 namespace chorus::bench {
 
@@ -64,8 +64,8 @@ class StepBench {
     grads_.resize(tensors_.size());
     storage_.reserve(tensors_.size());
     if (layout == Layout::kBucket) {
-      // On huge pages, as chorus's own fusion buffer (runtime/huge_pages.h): a bucket reduced
-      // in place is what MPI reads and writes.
+      // On huge pages, as chorus's own fusion buffer (runtime/execute/huge_pages.h): a bucket
+      // reduced in place is what MPI reads and writes.
       bucket_ = runtime::AllocateHugePageBuffer(total_ * static_cast<int64_t>(sizeof(float)));
       float* next = reinterpret_cast<float*>(bucket_.get());
       for (size_t k = tensors_.size(); k-- > 0;) {

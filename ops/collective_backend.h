@@ -9,7 +9,7 @@
 // Contract for every call:
 // - Collective over the set: every member calls the same method with compatible arguments, in
 //   the same order. The runtime guarantees that ordering (Note [One global execution order] in
-//   runtime/background_loop.h).
+//   runtime/loop/background_loop.h).
 // - Blocking: returns when this rank's part is done and its output buffers are final.
 // - Ranks are set ranks (0 .. size()-1), not world ranks.
 // - Errors come back as Status (Unavailable for a lost peer, Internal for a transport failure);

@@ -67,10 +67,10 @@ struct Config {
   // MPI: how long the background loop may wait on its peers without any of its MPI calls
   // completing (a negotiation collective, a piece of a fused batch, ...) before the peer is
   // presumed lost and the job is ended with MPI_Abort, naming the ranks it waited on; zero
-  // disables the bound (Note [No-progress bound] in runtime/progress_watchdog.h). Must exceed
-  // twice the idle cycle time and the cycle time (a peer with nothing to do checks in only once
-  // per cycle). The UCX transport applies the same bound (UcxTransportOptions::no_progress_timeout,
-  // set from this in controller_factory.cc).
+  // disables the bound (Note [No-progress bound] in runtime/progress/progress_watchdog.h). Must
+  // exceed twice the idle cycle time and the cycle time (a peer with nothing to do checks in only
+  // once per cycle). The UCX transport applies the same bound
+  // (UcxTransportOptions::no_progress_timeout, set from this in controller_factory.cc).
   // CHORUS_NO_PROGRESS_TIMEOUT_SECONDS. Default 30: a live peer completes a call every few ms
   // (a 4 MiB piece crosses a 100 Mbit/s link in under a second), a dead one is noticed within
   // half a minute.

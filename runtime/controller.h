@@ -25,7 +25,7 @@
 
 namespace chorus::runtime {
 
-class ProgressWatchdog;  // runtime/progress_watchdog.h
+class ProgressWatchdog;  // runtime/progress/progress_watchdog.h
 
 class Controller {
  public:
@@ -64,7 +64,7 @@ class Controller {
       absl::Span<const int32_t> group_of_rank) = 0;
 
   // The no-progress bound of this controller's calls and of the data planes it creates
-  // (runtime/progress_watchdog.h), owned by the controller; the loop arms it once its
+  // (runtime/progress/progress_watchdog.h), owned by the controller; the loop arms it once its
   // handshake is done and tells it what it works on. Null when the controller has none: its
   // transport notices lost peers or bounds its waits by itself (UCX:
   // UcxTransportOptions::no_progress_timeout), or the bound is disabled.

@@ -2,7 +2,7 @@
 //
 // Which Controller a process-wide Init() uses (Config::controller):
 //   - MPI (the default under mpirun): MpiController on `mpi_comm` (MPI_COMM_WORLD when null),
-//     its calls bounded by config.no_progress_timeout (runtime/progress_watchdog.h);
+//     its calls bounded by config.no_progress_timeout (runtime/progress/progress_watchdog.h);
 //   - UCX in an MPI-less launch (chorusrun --gloo set CHORUS_RENDEZVOUS_ADDR, CHORUS_RANK, ...):
 //     the world is formed through the launcher's rendezvous service; MPI is never initialised;
 //   - UCX under mpirun (CHORUS_CONTROLLER=ucx): MPI only exchanges the UCX worker addresses and

@@ -1,7 +1,7 @@
 // File: runtime/message.h
 //
 // In-memory forms of the negotiation messages (proto/negotiation.proto). Only
-// runtime/wire_codec.cc converts between the two.
+// runtime/negotiate/wire_codec.cc converts between the two.
 //
 // A Request says "this rank is ready to run this named op with these parameters". A Response
 // says "every rank of the set is ready: run these tensors (in this order) as one collective", or

@@ -10,9 +10,9 @@
 #include "base/logging.h"
 #include "base/op_kind.h"
 #include "base/status_macros.h"
-#include "runtime/collective_math.h"
+#include "runtime/execute/collective_math.h"
 #include "runtime/message.h"
-#include "runtime/process_set_ranks.h"
+#include "runtime/negotiate/process_set_ranks.h"
 
 namespace chorus::runtime {
 namespace {

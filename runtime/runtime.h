@@ -37,14 +37,14 @@
 #include "base/mutex.h"
 #include "chorus/chorus.h"
 #include "ops/gpu_platform.h"
-#include "runtime/background_loop.h"
 #include "runtime/config.h"
 #include "runtime/controller.h"
-#include "runtime/entry_pool.h"
-#include "runtime/handle_table.h"
-#include "runtime/op_slots.h"
-#include "runtime/process_set_registry.h"
-#include "runtime/submission_queue.h"
+#include "runtime/loop/background_loop.h"
+#include "runtime/negotiate/process_set_registry.h"
+#include "runtime/submit/entry_pool.h"
+#include "runtime/submit/handle_table.h"
+#include "runtime/submit/op_slots.h"
+#include "runtime/submit/submission_queue.h"
 
 namespace chorus::runtime {
 
@@ -71,7 +71,7 @@ class Runtime {
   absl::StatusOr<Handle> EnqueueFrom(OpRequest& request, DoneCallback done = nullptr);
   absl::StatusOr<std::vector<Handle>> EnqueueGroup(std::vector<OpRequest> requests);
 
-  // Registered ops (chorus.h, Note [Registered ops] in runtime/op_slots.h).
+  // Registered ops (chorus.h, Note [Registered ops] in runtime/submit/op_slots.h).
   absl::StatusOr<OpSlot> RegisterOp(OpRequest request) ABSL_LOCKS_EXCLUDED(world_mu_);
   absl::StatusOr<Handle> Submit(OpSlot slot, const SubmitArgs& args);
   absl::Status UnregisterOp(OpSlot slot);
@@ -148,7 +148,8 @@ class Runtime {
   // unnamed barrier/join/process-set ops first, hence non-const); the process set
   // (CheckProcessSetMembership); a data op's tensors and rules (ValidateDataOp); an
   // add_process_set's ranks (CheckProcessSetRanks). InvalidArgument naming the tensor, or
-  // Unimplemented for Adasum. Cross-rank agreement is the coordinator's (runtime/coordinator.h).
+  // Unimplemented for Adasum. Cross-rank agreement is the coordinator's
+  // (runtime/negotiate/coordinator.h).
   absl::Status ValidateRequest(OpRequest& request) ABSL_SHARED_LOCKS_REQUIRED(world_mu_);
   // The op's set exists and holds this rank (remove_process_set: exists and is not the global
   // set; add_process_set and join: no set to check).

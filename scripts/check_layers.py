@@ -186,7 +186,7 @@ def self_test():
                               'target_link_libraries(chorus_ops PUBLIC chorus_base absl::status)\n',
         'timeline/timeline.h': '#include "base/mutex.h"\n',
         'runtime/include/chorus/chorus.h': '#include "chorus/types.h"\n',
-        'runtime/executor.cc': '#include "ops/collective_backend.h"\n#include "timeline/timeline.h"\n'
+        'runtime/execute/executor.cc': '#include "ops/collective_backend.h"\n#include "timeline/timeline.h"\n'
                                '#include "absl/status/status.h"\n',
         'runtime/CMakeLists.txt': 'add_library(chorus_core STATIC x.cc)\n'
                                   'add_library(chorus SHARED c_api.cc)\n'
@@ -204,7 +204,7 @@ def self_test():
                                    'target_link_libraries(chorus_launcher PUBLIC chorus_base '
                                    'chorus_elastic)\n'
                                    'target_link_libraries(chorusrun PRIVATE chorus_launcher)\n',
-        'test/unit/x_test.cc': '#include "runtime/executor.cc"\n#include "ops/cuda/cuda_platform.h"\n',
+        'test/unit/x_test.cc': '#include "runtime/execute/executor.cc"\n#include "ops/cuda/cuda_platform.h"\n',
     }
     planted = {
         'base/logging.h': ('#include "runtime/runtime.h"\n', 'base/logging.h:1'),

@@ -5,7 +5,7 @@ For each count n of tensors (1, 10, 100, 1000, 10000 by default), each of --byte
 tensor first, as DistributedOptimizer's hooks do) and then synchronize on every handle. On one
 rank an allreduce moves nothing, so every microsecond measured is chorus's (and Python's):
 the binding's fast path, which submits a name's registered op from its second step on
-(Note [Registered ops] in runtime/op_slots.h), the background loop's cycle and the wake-ups.
+(Note [Registered ops] in runtime/submit/op_slots.h), the background loop's cycle and the wake-ups.
 
 Reported per tensor, as medians over the timed steps: the allreduce_async_ calls (first call to
 last return, / n), the synchronize calls, and the whole step.

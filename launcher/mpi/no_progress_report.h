@@ -5,7 +5,7 @@
 //
 // Note [The no-progress report contract]
 // When a rank's MPI calls have not completed for CHORUS_NO_PROGRESS_TIMEOUT_SECONDS, the runtime
-// prints one line on the rank's stderr and calls MPI_Abort (runtime/progress_watchdog.h,
+// prints one line on the rank's stderr and calls MPI_Abort (runtime/progress/progress_watchdog.h,
 // DescribeNoProgress; runtime/mpi/mpi_controller.cc, AbortJob). chorusrun does not link the
 // runtime: the line's text is the interface, and this is its shape (after the log prefix,
 // "[chorus 1/0 ERROR mpi_controller.cc:106] " today, which chorusrun does not read):

@@ -13,7 +13,7 @@ namespace {
 
 constexpr absl::string_view kPrefix = "chorus: rank ";
 constexpr absl::string_view kMiddle = " failed (uncaught exception): ";
-// A failed op's message where one rank's shutdown stopped it (runtime/cycle_policy.h's
+// A failed op's message where one rank's shutdown stopped it (runtime/loop/cycle_policy.h's
 // DescribeShutdown): "chorus was shut down by rank 2 on n3 before this op completed (...)".
 constexpr absl::string_view kShutDownBy = "chorus was shut down by rank ";
 

@@ -24,7 +24,7 @@
 // collective always does. The modes are set per batch (set_modes) by the caller, identically on
 // every member at the same point of the global order, so every member runs the same
 // sub-collectives in the same order on every sub-backend (Note [One global execution order] in
-// runtime/background_loop.h). Results are bitwise identical on every member (the allgather
+// runtime/loop/background_loop.h). Results are bitwise identical on every member (the allgather
 // copies what one member computed); integer results equal the flat algorithm's, floating-point
 // ones differ in summation order only (docs/hierarchical.md gives the bound).
 //

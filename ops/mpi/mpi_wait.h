@@ -14,7 +14,7 @@
 //
 // A wait has a deadline (none by default): a peer lost without closing its connections (a host
 // down, a cut link, a stopped process) is noticed by no MPI transport, so the caller bounds how
-// long it waits (runtime/progress_watchdog.h, Note [No-progress bound]).
+// long it waits (runtime/progress/progress_watchdog.h, Note [No-progress bound]).
 //
 // Thread-safety: as MPI_Test on `request` (MPI_THREAD_MULTIPLE: any thread, one per request).
 #ifndef CHORUS_OPS_MPI_MPI_WAIT_H_

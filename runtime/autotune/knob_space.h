@@ -11,12 +11,13 @@
 //   cycle time               0.1 ms .. 25 ms     log2   1 us
 //   hierarchical allreduce   off, on             binary (only where it applies to the world)
 //
-// The byte knobs act through fusion planning and the executor (runtime/fusion_planner.h,
-// runtime/executor.h), the cycle time through the loop's batching window
-// (runtime/cycle_policy.h); hierarchical allreduce through SharedConfig::hierarchical_allreduce,
-// which the loop hands to each hierarchical set's backend per batch. Whether it applies (the
-// world's layout lets it run: BackgroundLoop::HierarchicalAllreduceApplies) is the caller's to
-// say: the knob is then one more dimension of the search, and absent otherwise.
+// The byte knobs act through fusion planning and the executor (runtime/execute/fusion_planner.h,
+// runtime/execute/executor.h), the cycle time through the loop's batching window
+// (runtime/loop/cycle_policy.h); hierarchical allreduce through
+// SharedConfig::hierarchical_allreduce, which the loop hands to each hierarchical set's backend per
+// batch. Whether it applies (the world's layout lets it run:
+// BackgroundLoop::HierarchicalAllreduceApplies) is the caller's to say: the knob is then one more
+// dimension of the search, and absent otherwise.
 //
 // Thread-safety: a plain value (thread-compatible); the functions are pure.
 #ifndef CHORUS_RUNTIME_AUTOTUNE_KNOB_SPACE_H_

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "chorus/types.h"
-#include "runtime/name_hash.h"
+#include "runtime/submit/name_hash.h"
 
 namespace chorus::runtime {
 

@@ -16,7 +16,7 @@
 
 #include "chorus/chorus.h"
 #include "ops/gpu_platform.h"
-#include "runtime/tensor_entry.h"
+#include "runtime/submit/tensor_entry.h"
 
 namespace chorus::runtime {
 

@@ -9,8 +9,8 @@
 #include "base/logging.h"
 #include "base/status_macros.h"
 #include "ops/cuda/batched_copy_plan.h"
-#include "runtime/collective_math.h"
-#include "runtime/executor.h"
+#include "runtime/execute/collective_math.h"
+#include "runtime/execute/executor.h"
 #include "runtime/gpu/ready_waits.h"
 
 namespace chorus::runtime {

@@ -16,7 +16,7 @@
 #include "ops/mpi/mpi_backend.h"
 #include "ops/mpi/mpi_datatypes.h"
 #include "ops/mpi/mpi_wait.h"
-#include "runtime/watched_backend.h"
+#include "runtime/progress/watched_backend.h"
 
 namespace chorus::runtime {
 namespace {

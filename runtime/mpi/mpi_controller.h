@@ -8,8 +8,8 @@
 //
 // No MPI transport notices a peer lost without closing its connections (a host down, a cut link,
 // a stopped process): with a no-progress bound (Options), the controller owns a
-// ProgressWatchdog (runtime/progress_watchdog.h, Note [No-progress bound]) that the loop arms
-// after its handshake. The negotiation waits then have deadlines; the data planes' blocking
+// ProgressWatchdog (runtime/progress/progress_watchdog.h, Note [No-progress bound]) that the loop
+// arms after its handshake. The negotiation waits then have deadlines; the data planes' blocking
 // collectives and MPI_Comm_split are watched by the watchdog's thread. A rank that sees no
 // progress for the bound logs why and calls MPI_Abort (exit code EX_TEMPFAIL, 75), which ends
 // the whole job.
@@ -33,7 +33,7 @@
 #include <mpi.h>
 
 #include "runtime/controller.h"
-#include "runtime/progress_watchdog.h"
+#include "runtime/progress/progress_watchdog.h"
 
 namespace chorus::runtime {
 

@@ -1,6 +1,6 @@
 // The steady state of registered ops allocates nothing (Note [Registered ops] in
-// runtime/op_slots.h): after a few warm-up steps, a step of registered allreduces makes no heap
-// allocation on the submitting thread (Submit), and none in the whole process (the background
+// runtime/submit/op_slots.h): after a few warm-up steps, a step of registered allreduces makes no
+// heap allocation on the submitting thread (Submit), and none in the whole process (the background
 // loop's cycle, the cache bit vector's exchange, the fusion plan, the collectives, the
 // completions and Release included) on one rank and on chorus's own data plane
 // (CHORUS_CONTROLLER=ucx). Open MPI's collectives allocate per call (its non-blocking and

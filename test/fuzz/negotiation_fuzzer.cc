@@ -1,8 +1,8 @@
-// Fuzzes rank 0's side of negotiation over what its peers send (runtime/coordinator.h): request
-// lists (the input's bytes, or lists built field by field and encoded) decoded as rank 0 decodes
-// a peer's bytes (runtime/wire_codec.h), fed to the
-// Coordinator round after round, its ResponseList encoded and decoded as every rank does, and
-// fused (runtime/fusion_planner.h) as every rank does.
+// Fuzzes rank 0's side of negotiation over what its peers send (runtime/negotiate/coordinator.h):
+// request lists (the input's bytes, or lists built field by field and encoded) decoded as rank 0
+// decodes a peer's bytes (runtime/negotiate/wire_codec.h), fed to the Coordinator round after
+// round, its ResponseList encoded and decoded as every rank does, and fused
+// (runtime/execute/fusion_planner.h) as every rank does.
 //
 // Input (FuzzedDataProvider): the world size (1-4), init-time process sets, stall times, then
 // rounds until the input ends: per rank its requests (as protobuf bytes, or as fields drawn from
@@ -24,10 +24,10 @@
 #include "absl/time/time.h"
 
 #include "chorus/types.h"
-#include "runtime/coordinator.h"
-#include "runtime/fusion_planner.h"
+#include "runtime/execute/fusion_planner.h"
 #include "runtime/message.h"
-#include "runtime/wire_codec.h"
+#include "runtime/negotiate/coordinator.h"
+#include "runtime/negotiate/wire_codec.h"
 #include "test/fuzz/fuzz_check.h"
 
 namespace chorus::runtime {

@@ -1,4 +1,4 @@
-// Fuzzes the negotiation wire format (runtime/wire_codec.h) in both directions:
+// Fuzzes the negotiation wire format (runtime/negotiate/wire_codec.h) in both directions:
 // - decoding: the input's bytes as a RequestList (rank 0 gathers one from every rank), a
 //   ResponseList (every rank receives rank 0's) and a SharedConfig (rank 0's at init);
 // - encoding: a RequestList and a ResponseList built field by field from the input
@@ -21,7 +21,7 @@
 
 #include "chorus/types.h"
 #include "runtime/message.h"
-#include "runtime/wire_codec.h"
+#include "runtime/negotiate/wire_codec.h"
 #include "test/fuzz/fuzz_check.h"
 
 namespace chorus::runtime {

@@ -28,7 +28,7 @@ import time
 
 from e2e_report import check, describe, summary
 
-# What the runtime prints when its MPI calls made no progress (runtime/progress_watchdog.h),
+# What the runtime prints when its MPI calls made no progress (runtime/progress/progress_watchdog.h),
 # after the log prefix; the stand-in mpirun prints it for ranks 0 and 1, waiting on rank 2.
 REPORT = ('[chorus {r}/0 ERROR mpi_controller.cc:106] rank {r}: no progress for 5s: '
           'MPI_Iallreduce (the cycle\'s bit vector) has not completed, running the cycle\'s '

@@ -10,7 +10,7 @@
 #include <catch2/catch.hpp>
 
 #include "launcher/mpi/no_progress_report.h"
-#include "runtime/progress_watchdog.h"
+#include "runtime/progress/progress_watchdog.h"
 
 namespace chorus {
 namespace {

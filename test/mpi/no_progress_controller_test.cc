@@ -1,5 +1,5 @@
 // The no-progress bound on real MPI calls (Note [No-progress bound] in
-// runtime/progress_watchdog.h), without ending the job: a wait's deadline
+// runtime/progress/progress_watchdog.h), without ending the job: a wait's deadline
 // (ops::WaitPolitely), a negotiation call that gives up on the loop thread, and a blocking
 // data-plane call reported by the watchdog's thread. Rank 0 waits on peers that deliberately
 // come late; its terminator records the report instead of calling MPI_Abort, and the peers come
@@ -24,7 +24,7 @@
 #include "base/mutex.h"
 #include "ops/mpi/mpi_wait.h"
 #include "runtime/mpi/mpi_controller.h"
-#include "runtime/progress_watchdog.h"
+#include "runtime/progress/progress_watchdog.h"
 #include "test/support/catch_session.h"
 
 namespace chorus {

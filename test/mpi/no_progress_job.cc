@@ -1,5 +1,5 @@
 // A small training-like job for the no-progress bound (Note [No-progress bound] in
-// runtime/progress_watchdog.h), run under mpirun -np 3 by test/CMakeLists.txt through
+// runtime/progress/progress_watchdog.h), run under mpirun -np 3 by test/CMakeLists.txt through
 // test/mpi/check_job.py, which checks the job's exit status and output:
 //
 //   no_progress_job stop-between-steps   rank 2 stops itself (SIGSTOP) between two steps, as a

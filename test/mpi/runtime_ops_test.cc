@@ -17,7 +17,7 @@
 
 #include "chorus/chorus.h"
 #include "chorus/types.h"
-#include "runtime/huge_pages.h"
+#include "runtime/execute/huge_pages.h"
 #include "test/mpi/test_util.h"
 #include "test/support/huge_page_probe.h"
 

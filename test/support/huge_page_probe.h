@@ -1,7 +1,7 @@
 // File: test/support/huge_page_probe.h
 //
 // What the kernel says about this process's transparent huge pages, for tests of
-// runtime/huge_pages.h. Linux only.
+// runtime/execute/huge_pages.h. Linux only.
 #ifndef CHORUS_TEST_SUPPORT_HUGE_PAGE_PROBE_H_
 #define CHORUS_TEST_SUPPORT_HUGE_PAGE_PROBE_H_
 

@@ -1,4 +1,4 @@
-#include "runtime/cache_bit_vector.h"
+#include "runtime/negotiate/cache_bit_vector.h"
 
 #include <algorithm>
 #include <cstdint>

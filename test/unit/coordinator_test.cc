@@ -1,4 +1,4 @@
-#include "runtime/coordinator.h"
+#include "runtime/negotiate/coordinator.h"
 
 #include <algorithm>
 #include <cstdint>

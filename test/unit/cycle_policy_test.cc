@@ -1,4 +1,4 @@
-#include "runtime/cycle_policy.h"
+#include "runtime/loop/cycle_policy.h"
 
 #include <string>
 

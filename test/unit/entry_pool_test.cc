@@ -1,4 +1,4 @@
-#include "runtime/entry_pool.h"
+#include "runtime/submit/entry_pool.h"
 
 #include <memory>
 #include <string>
@@ -6,7 +6,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "runtime/tensor_entry.h"
+#include "runtime/submit/tensor_entry.h"
 
 namespace chorus::runtime {
 namespace {

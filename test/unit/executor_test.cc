@@ -1,7 +1,7 @@
 // The executor's fusion buffer when it cannot be mapped (Note [Fusion buffer reservation] in
 // docs/fusion.md): every rank of the set fails the op with ResourceExhausted, nobody is left
 // in a collective, and the next ops run. N simulated ranks as threads over the in-process fabric.
-#include "runtime/executor.h"
+#include "runtime/execute/executor.h"
 
 #include <barrier>
 #include <cstdint>

@@ -1,4 +1,4 @@
-#include "runtime/fusion_planner.h"
+#include "runtime/execute/fusion_planner.h"
 
 #include <cstdint>
 #include <functional>

@@ -1,5 +1,5 @@
 // HandleTable: the release paths (Release waits, TryRelease does not).
-#include "runtime/handle_table.h"
+#include "runtime/submit/handle_table.h"
 
 #include <thread>
 

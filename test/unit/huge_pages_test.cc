@@ -1,4 +1,4 @@
-#include "runtime/huge_pages.h"
+#include "runtime/execute/huge_pages.h"
 
 #include <sys/mman.h>
 

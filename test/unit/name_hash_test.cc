@@ -1,5 +1,5 @@
-// The tensor-name hash of the per-op tables (runtime/name_hash.h).
-#include "runtime/name_hash.h"
+// The tensor-name hash of the per-op tables (runtime/submit/name_hash.h).
+#include "runtime/submit/name_hash.h"
 
 #include <string>
 

@@ -1,5 +1,5 @@
 // CHORUS_NO_PROGRESS_TIMEOUT_SECONDS (Config::no_progress_timeout): default, parsing, and the
-// check against the cycle times (Note [No-progress bound] in runtime/progress_watchdog.h).
+// check against the cycle times (Note [No-progress bound] in runtime/progress/progress_watchdog.h).
 #include <map>
 #include <string>
 

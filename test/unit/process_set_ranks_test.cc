@@ -1,6 +1,6 @@
 // The process set rank rule shared by Runtime, the handshake and the coordinator
-// (runtime/process_set_ranks.h).
-#include "runtime/process_set_ranks.h"
+// (runtime/negotiate/process_set_ranks.h).
+#include "runtime/negotiate/process_set_ranks.h"
 
 #include <cstdint>
 #include <vector>

@@ -1,9 +1,9 @@
-// The no-progress bound (Note [No-progress bound] in runtime/progress_watchdog.h): the report,
-// the deadlines and their allowance for other process sets' work, the bound on the calls a
+// The no-progress bound (Note [No-progress bound] in runtime/progress/progress_watchdog.h): the
+// report, the deadlines and their allowance for other process sets' work, the bound on the calls a
 // response takes (MaxBlockingCalls, against the calls the executor really makes), and the
 // watchdog's thread with a recording terminator. The real MPI paths are in
 // test/mpi/no_progress_controller_test.cc and test/mpi/no_progress_job.cc.
-#include "runtime/progress_watchdog.h"
+#include "runtime/progress/progress_watchdog.h"
 
 #include <atomic>
 #include <cstdint>
@@ -22,9 +22,9 @@
 
 #include "base/mutex.h"
 #include "ops/hierarchical/hierarchical_backend.h"
-#include "runtime/executor.h"
-#include "runtime/tensor_entry.h"
-#include "runtime/watched_backend.h"
+#include "runtime/execute/executor.h"
+#include "runtime/progress/watched_backend.h"
+#include "runtime/submit/tensor_entry.h"
 
 namespace chorus::runtime {
 namespace {

@@ -1,5 +1,5 @@
-// Registered ops (Note [Registered ops] in runtime/op_slots.h) across simulated ranks: results
-// equal to the general path's, the cache fast path taken through the slots, the rules of a
+// Registered ops (Note [Registered ops] in runtime/submit/op_slots.h) across simulated ranks:
+// results equal to the general path's, the cache fast path taken through the slots, the rules of a
 // slot (one op at a time, its name shared with Enqueue), and failures delivered to them.
 #include <algorithm>
 #include <atomic>
@@ -15,8 +15,8 @@
 #include "absl/strings/str_cat.h"
 #include <catch2/catch.hpp>
 
-#include "runtime/op_slots.h"
 #include "runtime/runtime.h"
+#include "runtime/submit/op_slots.h"
 #include "test/support/fast_cycle_config.h"
 #include "test/support/rank_failures.h"
 #include "test/support/runtime_ranks.h"

@@ -1,4 +1,4 @@
-#include "runtime/response_cache.h"
+#include "runtime/negotiate/response_cache.h"
 
 #include <cstdint>
 #include <random>

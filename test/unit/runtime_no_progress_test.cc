@@ -1,5 +1,5 @@
 // The real background loop with a no-progress bound (Note [No-progress bound] in
-// runtime/progress_watchdog.h), N simulated ranks over the in-process fabric. The fabric's
+// runtime/progress/progress_watchdog.h), N simulated ranks over the in-process fabric. The fabric's
 // collectives block, so every controller call and data-plane call is watched by the watchdog's
 // thread (as MPI's blocking collectives are); a gate in front of one rank's calls stands for a
 // rank that stopped answering. The terminator records the report and returns, and the test then
@@ -26,9 +26,9 @@
 #include <catch2/catch.hpp>
 
 #include "base/mutex.h"
-#include "runtime/progress_watchdog.h"
+#include "runtime/progress/progress_watchdog.h"
+#include "runtime/progress/watched_backend.h"
 #include "runtime/runtime.h"
-#include "runtime/watched_backend.h"
 #include "test/support/fast_cycle_config.h"
 #include "test/support/in_process_fabric.h"
 #include "test/support/runtime_ranks.h"

@@ -10,8 +10,8 @@
 #include "absl/time/time.h"
 #include <catch2/catch.hpp>
 
-#include "runtime/handle_table.h"
-#include "runtime/submission_queue.h"
+#include "runtime/submit/handle_table.h"
+#include "runtime/submit/submission_queue.h"
 
 namespace chorus::runtime {
 namespace {

@@ -1,4 +1,4 @@
-#include "runtime/thread_affinity.h"
+#include "runtime/loop/thread_affinity.h"
 
 #include <pthread.h>
 #include <sched.h>

@@ -1,4 +1,4 @@
-#include "runtime/wire_codec.h"
+#include "runtime/negotiate/wire_codec.h"
 
 #include <cstdint>
 #include <string>

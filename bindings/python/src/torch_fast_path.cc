@@ -116,7 +116,7 @@ bool IsBool(PyObject* o, PyObject* want) {
 // Returns Py_None (a new reference) when the general path must take the op: nothing was done.
 PyObject* NotHandled() { Py_RETURN_NONE; }
 
-// ---- Registered ops (Note [Registered ops] in runtime/op_slots.h).
+// ---- Registered ops (Note [Registered ops] in runtime/submit/op_slots.h).
 //
 // A name the fast path has submitted before is registered with the runtime on its second
 // submission, with the op's parameters; from then on an op of that name with the same

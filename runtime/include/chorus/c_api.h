@@ -117,7 +117,7 @@ CHORUS_EXPORT int chorus_enqueue(const chorus_op_t* op, chorus_done_fn done, voi
 CHORUS_EXPORT int chorus_enqueue_group(const chorus_op_t* ops, int32_t n, chorus_handle_t* out);
 
 /* Registered ops (chorus.h: RegisterOp, Submit, UnregisterOp; Note [Registered ops] in
- * runtime/op_slots.h): an allreduce submitted every step under the same name and parameters.
+ * runtime/submit/op_slots.h): an allreduce submitted every step under the same name and parameters.
  * register: checks op as chorus_enqueue does and returns its slot in *slot (op's tensor
  * pointers stand for later submissions'; an output tensor, if set, says the op is not in
  * place). submit: submits the registered op on these tensors (output NULL: in place; must

@@ -200,8 +200,8 @@ absl::StatusOr<Handle> Enqueue(OpRequest request, DoneCallback done = nullptr);
 // OpRequest it refills allocates nothing per op in a steady loop.
 absl::StatusOr<Handle> EnqueueFrom(OpRequest& request, DoneCallback done = nullptr);
 
-// Note [Registered ops] (runtime/op_slots.h): an allreduce that a training step submits every
-// time under the same name and parameters (a gradient's) can be registered once. Each
+// Note [Registered ops] (runtime/submit/op_slots.h): an allreduce that a training step submits
+// every time under the same name and parameters (a gradient's) can be registered once. Each
 // submission then costs a few atomic operations on the submitting thread (no allocation,
 // hashing, string copy or lock), and the background loop finds the op's negotiated response
 // through its slot.
