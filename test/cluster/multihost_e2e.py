@@ -563,44 +563,39 @@ def remote_sigterm(ctx):
 # --- 6. hierarchical collectives across real hosts -----------------------------------------
 
 def hierarchical(ctx, name, hosts, gloo):
-    """test/support/hierarchical_job.py flat, then with --hierarchical-allreduce/-allgather;
-    the results compared (integers, min, max and allgathers bit for bit, floats within the
-    summation-order bound), and rank 0's line: the hierarchy, or the warning of a layout whose
+    """test/support/hierarchical_job.py with --hierarchical-allreduce/-allgather; its results
+    checked against the exact ones (integers, min, max and allgathers bit for bit, floats within
+    the summation-order bound), and rank 0's line: the hierarchy, or the warning of a layout whose
     hosts run different numbers of ranks."""
     np = sum(slots for _, slots in hosts)
     env = dict(ctx.env, CHORUS_PIPELINE_CHUNK_BYTES='65536')
-    dirs = {}
-    for algorithm, flags in (('flat', []),
-                             ('hierarchical', ['--hierarchical-allreduce',
-                                               '--hierarchical-allgather'])):
-        dirs[algorithm] = tempfile.mkdtemp(prefix=f'cluster_{name}_{algorithm}_out_')
-        job = Job(ctx, f'{name}_{algorithm}',
-                  [ctx.chorusrun, '-np', str(np), '-H', hosts_arg(hosts)] + mode_flags(gloo) +
-                  flags + ['--log-level', 'info'] + UCX_TCP +
-                  [PYTHON, HIERARCHICAL_JOB, 'run', dirs[algorithm]], env=env)
-        status = job.wait(timeout=240)
-        assert status == 0, f'{algorithm}: status {status}'
-        lines = job.stdout().count('HIERARCHICAL_JOB rank')
-        assert lines == np, f'{algorithm}: {lines} ranks reported'
-    err = job.stderr()
-    said = [line for line in err.splitlines() if 'hierarchical over' in line]
-    warned = [line for line in err.splitlines() if 'cannot run hierarchically' in line]
-    if len({slots for _, slots in hosts}) == 1:
-        shape = f'{len(hosts)} hosts x {hosts[0][1]} ranks'
-        assert len(said) == 1 and not warned and '[chorus 0/0 INFO' in said[0] and \
-            f'hierarchical over {shape}' in said[0], f'rank 0 does not say "{shape}": {said}'
-    else:
-        counts = ', '.join(str(slots) for _, slots in hosts)
-        assert not said and len(warned) == 1 and '[chorus 0/0 WARNING' in warned[0] and \
-            f'its {len(hosts)} hosts run {counts} of its {np} ranks' in warned[0], \
-            f'not one warning from rank 0: {warned}'
-    sys.path.insert(0, SUPPORT)
-    import hierarchical_job  # imports torch: only the cases that need it
+    out_dir = tempfile.mkdtemp(prefix=f'cluster_{name}_out_')
     try:
-        problems = hierarchical_job.compare(dirs['flat'], dirs['hierarchical'], np)
+        job = Job(ctx, name,
+                  [ctx.chorusrun, '-np', str(np), '-H', hosts_arg(hosts)] + mode_flags(gloo) +
+                  ['--hierarchical-allreduce', '--hierarchical-allgather', '--log-level', 'info'] +
+                  UCX_TCP + [PYTHON, HIERARCHICAL_JOB, 'run', out_dir], env=env)
+        status = job.wait(timeout=240)
+        assert status == 0, f'status {status}'
+        lines = job.stdout().count('HIERARCHICAL_JOB rank')
+        assert lines == np, f'{lines} ranks reported'
+        err = job.stderr()
+        said = [line for line in err.splitlines() if 'hierarchical over' in line]
+        warned = [line for line in err.splitlines() if 'cannot run hierarchically' in line]
+        if len({slots for _, slots in hosts}) == 1:
+            shape = f'{len(hosts)} hosts x {hosts[0][1]} ranks'
+            assert len(said) == 1 and not warned and '[chorus 0/0 INFO' in said[0] and \
+                f'hierarchical over {shape}' in said[0], f'rank 0 does not say "{shape}": {said}'
+        else:
+            counts = ', '.join(str(slots) for _, slots in hosts)
+            assert not said and len(warned) == 1 and '[chorus 0/0 WARNING' in warned[0] and \
+                f'its {len(hosts)} hosts run {counts} of its {np} ranks' in warned[0], \
+                f'not one warning from rank 0: {warned}'
+        sys.path.insert(0, SUPPORT)
+        import hierarchical_job  # imports torch: only the cases that need it
+        problems = hierarchical_job.check(out_dir, np)
     finally:
-        for d in dirs.values():
-            shutil.rmtree(d, ignore_errors=True)
+        shutil.rmtree(out_dir, ignore_errors=True)
     assert not problems, '; '.join(problems[:10])
 
 

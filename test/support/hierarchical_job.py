@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Hierarchical allreduce and allgather against the flat ones, across real processes.
+"""Hierarchical allreduce and allgather across real processes, against the exact results.
 
 As a worker (started by chorusrun or mpirun):
 
@@ -13,12 +13,13 @@ alone and grouped; then saves everything it got in OUT_DIR/rank<r>.pt and prints
 "HIERARCHICAL_JOB rank R of N: local L/LS cross C/CS".
 
 As a library (the drivers: test/python/hierarchical_e2e.py, test/cluster/multihost_e2e.py):
-compare(flat_dir, hierarchical_dir, size) returns the differences between a run with the flat
-algorithms and one with the hierarchical ones: none allowed for integers, min and max (bit for
-bit), allgathers (byte for byte); floating-point sums, averages and products may differ by the
-summation-order bound of test/support/summation_bound.h (docs/hierarchical.md): the two
-algorithms add the same numbers in a different order (each host first, then across hosts).
-Every rank of a run must also hold the same bits as every other.
+check(out_dir, size) returns the problems of a run's results: every rank must hold the same bits
+as every other, and those must be the exact results, computed here from the inputs: integers,
+min, max and allgathers bit for bit (an integer average as chorus computes it: the sum times
+1/size, truncated); floating-point sums, averages and products within the summation-order bound
+of test/support/summation_bound.h (docs/hierarchical.md) around the exact value (the bound two
+orders of the additions stay within of each other: twice what one order, the flat algorithm's or
+each host first and then across hosts, may be off by).
 """
 import os
 import sys
@@ -102,51 +103,82 @@ def bound(dtype, op, size, magnitude, result):
     return 2 * gamma * magnitude + (2 * u * result.abs() if scaled else 0)
 
 
-def compare(flat_dir, hierarchical_dir, size):
-    """The differences (a list of strings; empty: none) between the two runs."""
-    flat, hier = load(flat_dir, size), load(hierarchical_dir, size)
+def expected(key, size):
+    """What every rank of a run of `size` ranks must hold for result `key`: the exact value
+    (integers, min, max, allgathers; compared bit for bit), or, for a floating-point sum, average
+    or product, (the reference computed in float64, the summation-order bound around it)."""
+    parts = key.split('/')
+    if key == 'allreduce/alone':
+        return torch.tensor([size * (size + 1) // 2], dtype=torch.int64)
+    if parts[0] == 'allgather' and parts[1] == 'grouped':
+        k = int(parts[2])
+        return torch.cat([torch.full((gather_rows(r, size) + k, 3), r * 10 + k, dtype=torch.int32)
+                          for r in range(size)])
+    if parts[0] == 'allgather':
+        dtype = getattr(torch, parts[1].split('.')[1])
+        return torch.cat([(torch.arange(gather_rows(r, size) * 5) + 1000 * r)
+                          .reshape(gather_rows(r, size), 5).to(dtype) for r in range(size)])
+    dtype, op, index = getattr(torch, parts[1].split('.')[1]), parts[2], int(parts[3])
+    count = sizes_of(dtype)[index]
+    inputs = [value(r, dtype, op, index, count) for r in range(size)]
+    if op in ('Min', 'Max'):
+        reduce = torch.minimum if op == 'Min' else torch.maximum
+        out = inputs[0]
+        for x in inputs[1:]:
+            out = reduce(out, x)
+        return out
+    if not dtype.is_floating_point:
+        wide = torch.stack([x.long() for x in inputs])
+        if op == 'Product':
+            return wide.prod(0).to(dtype)
+        total = wide.sum(0)
+        if op == 'Sum':
+            return total.to(dtype)
+        # Average of integers: the sum times 1/size in double, truncated (ops/cpu, ScaleInt).
+        return torch.trunc(total.double() * (1.0 / size)).to(dtype)
+    wide = torch.stack([x.double() for x in inputs])
+    if op == 'Product':
+        return wide.prod(0), bound(dtype, op, size, wide.abs().prod(0), wide.prod(0))
+    reference = wide.sum(0) / (size if op == 'Average' else 1)
+    return reference, bound(dtype, op, size, wide.abs().sum(0), reference)
+
+
+def check(directory, size):
+    """The problems (a list of strings; empty: none) of a run's results in `directory`: every rank
+    must hold the same bits, and those must be the exact results (integers, min, max and
+    allgathers bit for bit; floating-point sums, averages and products within the
+    summation-order bound of the exact ones, test/support/summation_bound.h)."""
+    ranks = load(directory, size)
     problems = []
-    for run_name, ranks in (('flat', flat), ('hierarchical', hier)):
-        for r in range(1, size):
-            for key, t in ranks[0].items():
-                if not torch.equal(ranks[r][key], t):
-                    problems.append(f'{run_name}: rank {r} differs from rank 0 in {key}')
-    compared = 0
-    for key, f in flat[0].items():
-        h = hier[0][key]
-        compared += 1
-        parts = key.split('/')
-        exact = (parts[0] != 'allreduce' or len(parts) < 4 or not f.dtype.is_floating_point or
-                 parts[2] in ('Min', 'Max'))
-        if exact:
-            if not torch.equal(h, f):
-                diff = (h != f).nonzero()
-                problems.append(f'{key}: hierarchical != flat at {diff[:3].flatten().tolist()}')
-            continue
-        dtype = f.dtype
-        op, index = parts[2], int(parts[3])
-        inputs = torch.stack([value(r, dtype, op, index, f.numel()).double() for r in range(size)])
-        magnitude = inputs.abs().prod(0) if op == 'Product' else inputs.abs().sum(0)
-        delta = (h.double() - f.double()).abs()
-        limit = bound(dtype, op, size, magnitude, f.double())
-        outside = (delta > limit).nonzero()
-        if outside.numel():
-            i = outside[0].item()
-            problems.append(f'{key}: element {i}: hierarchical {h[i].item()!r} vs flat '
-                            f'{f[i].item()!r}, beyond the bound {limit[i].item():.3g}')
-    # The integer sums against the exact result, so that both runs are right, not just equal.
-    for key, f in flat[0].items():
-        parts = key.split('/')
-        if parts[0] != 'allreduce' or len(parts) < 4 or f.dtype.is_floating_point:
-            continue
-        if parts[2] != 'Sum':
-            continue
-        want = sum(value(r, f.dtype, 'Sum', int(parts[3]), f.numel()).long()
-                   for r in range(size)).to(f.dtype)
-        if not torch.equal(f, want):
-            problems.append(f'{key}: the flat sum is wrong')
-    if compared < len(DTYPES) * len(OPS) * len(SIZES):
-        problems.append(f'only {compared} results compared')
+    for r in range(1, size):
+        for key, t in ranks[0].items():
+            if not torch.equal(ranks[r][key], t):
+                problems.append(f'rank {r} differs from rank 0 in {key}')
+    want_keys = {f'allreduce/{dtype}/{op}/{i}' for dtype in DTYPES for op in OPS
+                 for i in range(len(sizes_of(dtype)))}
+    want_keys |= {'allreduce/alone'} | {f'allgather/grouped/{k}' for k in range(3)}
+    want_keys |= {f'allgather/{dtype}' for dtype in (torch.uint8, torch.int64, torch.bfloat16,
+                                                     torch.float32)}
+    if set(ranks[0]) != want_keys:
+        problems.append(f'results {sorted(set(ranks[0]) ^ want_keys)[:5]} missing or unexpected')
+    for key in sorted(want_keys & set(ranks[0])):
+        got, want = ranks[0][key], expected(key, size)
+        if isinstance(want, tuple):
+            reference, limit = want
+            if got.dtype != getattr(torch, key.split('/')[1].split('.')[1]):
+                problems.append(f'{key}: dtype {got.dtype}')
+                continue
+            outside = ((got.double() - reference).abs() > limit).nonzero()
+            if outside.numel():
+                i = outside[0].item()
+                problems.append(f'{key}: element {i}: {got[i].item()!r} vs the exact '
+                                f'{reference[i].item()!r}, beyond the bound {limit[i].item():.3g}')
+        elif got.dtype != want.dtype or got.shape != want.shape:
+            problems.append(f'{key}: {got.dtype} {tuple(got.shape)}, expected {want.dtype} '
+                            f'{tuple(want.shape)}')
+        elif not torch.equal(got, want):
+            at = (got != want).nonzero()[:3].flatten().tolist()
+            problems.append(f'{key}: not the exact result (at {at})')
     return problems
 
 
