@@ -7,8 +7,8 @@ the local and cross numbers go (the traffic between real hosts is test/cluster's
 Each layout runs test/support/hierarchical_job.py with --hierarchical-allreduce
 --hierarchical-allgather, and checks its results against the exact ones (hierarchical_job.check:
 integers, min, max and allgathers bit for bit, floating-point sums, averages and products within
-the summation-order bound); 2x2 also runs it flat, which must say nothing of a hierarchy and
-give the exact results too:
+the summation-order bound); on the 2x2 layout a small job without the flags must say nothing of
+a hierarchy:
 
   2x2        -np 4 -H localhost:2,127.0.0.1:2             rank 0 says "hierarchical over 2 hosts
   3x2        -np 6 -H localhost:2,127.0.0.1:2,HOSTNAME:2   x 2 ranks" (3 x 2), once
@@ -56,6 +56,16 @@ def run_job(chorusrun, np, hosts, out_dir, hierarchical):
     return p
 
 
+def run_flat(chorusrun, np, hosts):
+    """A job on `hosts` without the hierarchical flags: init, one allreduce, checked."""
+    job = ('import numpy, chorus.numpy as hvd; hvd.init(); '
+           'assert hvd.allreduce(numpy.ones(3), op=hvd.Sum).tolist() == [hvd.size()] * 3; '
+           'hvd.shutdown()')
+    return subprocess.run([chorusrun, '-np', str(np), '-H', hosts, '--gloo', '--log-level', 'info',
+                           '/usr/bin/python3', '-c', job], capture_output=True, text=True,
+                          timeout=400, stdin=subprocess.DEVNULL)
+
+
 def describe(p):
     return f'status {p.returncode}\n--- stdout\n{p.stdout[-4000:]}--- stderr\n{p.stderr[-4000:]}'
 
@@ -70,16 +80,12 @@ def main():
         np, hosts = CASES[case]
         hosts = hosts.format(hostname=hostname)
         if case == '2x2':
-            # The same layout without the flags: flat, and silent about hierarchy.
-            with tempfile.TemporaryDirectory() as flat_dir:
-                flat = run_job(args.chorusrun, np, hosts, flat_dir, False)
-                check(f'{case}: the flat job runs', flat.returncode == 0, describe(flat))
-                if flat.returncode == 0:
-                    check(f'{case}: no warning or rank line in the flat job',
-                          'hierarchical' not in flat.stderr, describe(flat))
-                    problems = hierarchical_job.check(flat_dir, np)
-                    check(f'{case}: the flat results are the exact ones', not problems,
-                          '\n'.join(problems[:20]))
+            # The same layout without the flags (a small job: init and one allreduce) says
+            # nothing of a hierarchy.
+            flat = run_flat(args.chorusrun, np, hosts)
+            check(f'{case}: the flat job runs', flat.returncode == 0, describe(flat))
+            check(f'{case}: no warning or rank line in the flat job',
+                  flat.returncode == 0 and 'hierarchical' not in flat.stderr, describe(flat))
         with tempfile.TemporaryDirectory() as hier_dir:
             hier = run_job(args.chorusrun, np, hosts, hier_dir, True)
             check(f'{case}: the hierarchical job runs', hier.returncode == 0, describe(hier))
