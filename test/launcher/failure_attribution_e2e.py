@@ -8,7 +8,7 @@ whose op failed because of it and that said so before chorusrun stopped it must 
 rank and its host: the -H name under --gloo (CHORUS_HOSTNAME), the machine's name under mpirun;
 and for an exception, the exception too (the cause the failing rank's shutdown sent them).
 
-Usage: failure_attribution_e2e.py --chorusrun PATH [--seeds A-B] [--python /usr/bin/python3]
+Usage: failure_attribution_e2e.py --chorusrun PATH [--seeds A-B,C,...] [--python /usr/bin/python3]
 Prints one line per run; exits 1 if any run named the wrong rank (or none).
 """
 
@@ -70,14 +70,17 @@ def matches(want, got):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--chorusrun", required=True)
-    parser.add_argument("--seeds", default="0-11", help="A-B")
+    parser.add_argument("--seeds", default="0-11", help="A-B, or a comma-separated list of them")
     parser.add_argument("--python", default="/usr/bin/python3")
     opts = parser.parse_args()
-    first, last = (int(x) for x in opts.seeds.split("-"))
+    seeds = []
+    for part in opts.seeds.split(","):
+        first, _, last = part.partition("-")
+        seeds.extend(range(int(first), int(last or first) + 1))
     wrong = []
     blaming = 0  # runs where a stopped rank named the failing one
     with_cause = 0  # ... and the exception it died of
-    for seed in range(first, last + 1):
+    for seed in seeds:
         s = schedule(seed)
         argv = [opts.chorusrun, "-np", str(s["np"]), "-H", "localhost:%d" % s["np"], s["mode"],
                 opts.python, os.path.join(HERE, "failing_worker.py"), str(s["rank"]),
@@ -107,7 +110,7 @@ def main():
         if not ok:
             wrong.append(seed)
             print(p.stderr[-3000:], flush=True)
-    runs = last - first + 1
+    runs = len(seeds)
     print("failure_attribution_e2e: %d runs, %d named the failing rank, wrong: %s; in %d the "
           "stopped ranks named it and its host (in %d with its exception)"
           % (runs, runs - len(wrong), wrong, blaming, with_cause), flush=True)
