@@ -493,7 +493,7 @@ def elastic_steps(job):
 def cut_elastic(ctx):
     # An elastic job whose remote host n3 is cut mid-training while discovery still lists it
     # (for 5 s): it goes on at size 2, and every committed batch is trained exactly once.
-    batches = 200
+    batches = 100
     job = elastic_job(ctx, 'cut_elastic', 'n1:1\nn2:1\nn3:1\n',
                       ['-np', '3', '--min-np', '2', '--max-np', '3'] + UCX_TCP +
                       [PYTHON, HISTORY_WORKER, '--batches', str(batches)])
