@@ -415,13 +415,13 @@ def cut_mpi(ctx):
     # them by chorusrun) and call MPI_Abort; mpirun cannot reach n3's daemon to end the job, so
     # chorusrun stops it and names the rank the reports waited on that never reported.
     status, last, family = cut_fixed(ctx, 'cut_mpi', gloo=False,
-                                     env=dict(ctx.env, CHORUS_NO_PROGRESS_TIMEOUT_SECONDS='5'))
+                                     env=dict(ctx.env, CHORUS_NO_PROGRESS_TIMEOUT_SECONDS='3'))
     assert status == 75, f'status {status}'
     # Both waiting ranks report; should mpirun's abort kill one of them before its own report,
     # that rank cannot be told from rank 2 and is named too (launcher/mpi/no_progress_report.h).
-    cause = (r'(rank 2 on n3 presumed lost: ranks 0, 1 saw no progress for 5s waiting on it|'
-             r'rank 1 on n2 or rank 2 on n3 presumed lost: rank 0 saw no progress for 5s waiting '
-             r'on them|rank 0 on n1 or rank 2 on n3 presumed lost: rank 1 saw no progress for 5s '
+    cause = (r'(rank 2 on n3 presumed lost: ranks 0, 1 saw no progress for 3s waiting on it|'
+             r'rank 1 on n2 or rank 2 on n3 presumed lost: rank 0 saw no progress for 3s waiting '
+             r'on them|rank 0 on n1 or rank 2 on n3 presumed lost: rank 1 saw no progress for 3s '
              r'waiting on them)')
     assert re.fullmatch(r'chorusrun: job failed \((mpirun exit status 75|exit status 75, mpirun '
                         r'stopped)\): ' + cause + r' \(CHORUS_NO_PROGRESS_TIMEOUT_SECONDS\)',
