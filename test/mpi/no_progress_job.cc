@@ -11,7 +11,7 @@
 //                                         stuck in the blocking collective and their watchdog
 //                                         threads must end the job.
 //   no_progress_job healthy              nothing is lost; the job must end normally although it
-//                                         idles for 2 bounds, one rank computes for 1.5 bounds
+//                                         idles for 1.5 bounds, one rank computes for 1.5 bounds
 //                                         before submitting, and a large allreduce on a slowed
 //                                         link (every piece delayed) takes over 1.5 bounds on
 //                                         every rank, and over 2 bounds on a process set that
@@ -161,8 +161,9 @@ void StopInAllreduce(int size) {
 void Healthy(int size, double bound) {
   for (int step = 0; step < 3; ++step) Step(step, size);
 
-  // Every rank busy elsewhere (or idle) for 2 bounds: the loops keep checking in.
-  Sleep(2 * bound);
+  // Every rank busy elsewhere (or idle) for 1.5 bounds: the loops keep checking in (a wait the
+  // idle loops left open would end the job after about one bound).
+  Sleep(1.5 * bound);
   Step(3, size);
 
   // Rank 1 computes for 1.5 bounds before it submits; the others wait for it.
