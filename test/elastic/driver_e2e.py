@@ -619,7 +619,7 @@ def test_output_filename_follows_ranks(c, jobs):
     shutil.rmtree(out_dir)
 
 
-def cpu_fraction(pid, seconds=2.0):
+def cpu_fraction(pid, seconds=1.0):
     """The share of one core process `pid` used (user + system, from /proc) over `seconds`."""
     def ticks():
         with open(f'/proc/{pid}/stat') as f:
@@ -654,7 +654,7 @@ BELOW_MIN_NP_STOPPED = ('chorusrun: generation 1: -localhost (rank 2 exited with
 @case
 def test_below_min_np_after_failure_times_out(c, jobs):
     job = start(jobs, c, 'belowmin', BELOW_MIN_NP_HOSTS, {'g0r2': 'exit:3'},
-                ['-np', '3', '--min-np', '2', '--max-np', '3', '--elastic-timeout', '2'])
+                ['-np', '3', '--min-np', '2', '--max-np', '3', '--elastic-timeout', '1'])
     job.wait_generation(0, 3)
     status = job.finish()
     err = job.stderr()
@@ -662,7 +662,7 @@ def test_below_min_np_after_failure_times_out(c, jobs):
     assert BELOW_MIN_NP_STOPPED in err, err
     assert err.splitlines()[-1].startswith(
         'chorusrun: elastic job failed: fewer than --min-np=2 slots for longer than '
-        '--elastic-timeout=2 s (1 available after generation 1)'), err
+        '--elastic-timeout=1 s (1 available after generation 1)'), err
 
 
 @case
