@@ -371,8 +371,8 @@ def cut_fixed(ctx, name, gloo, env=None):
     chorusrun had started just before the cut)."""
     job = Job(ctx, name, [ctx.chorusrun, '-np', '3', '-H', 'n1:1,n2:1,n3:1'] + mode_flags(gloo) +
               UCX_TCP + [PYTHON, WORKER, '--train', '100'], env=env)
-    job.wait_for('20 steps on every rank',
-                 lambda: len(steps(job)) == 3 and min(steps(job).values()) >= 20)
+    job.wait_for('5 steps on every rank',
+                 lambda: len(steps(job)) == 3 and min(steps(job).values()) >= 5)
     # Each rank runs where the -H list puts it (rank 2 on n3): what chorusrun names.
     check_reports(job, [('n1', 1), ('n2', 1), ('n3', 1)], 3, gloo)
     family = descendants(job.proc.pid)
@@ -438,8 +438,8 @@ def cut_mpi_sigterm(ctx):
     job = Job(ctx, 'cut_mpi_sigterm', [ctx.chorusrun, '-np', '3', '-H', 'n1:1,n2:1,n3:1'] +
               UCX_TCP + [PYTHON, WORKER, '--train', '100'],
               env=dict(ctx.env, CHORUS_NO_PROGRESS_TIMEOUT_SECONDS='0'))
-    job.wait_for('20 steps on every rank',
-                 lambda: len(steps(job)) == 3 and min(steps(job).values()) >= 20)
+    job.wait_for('5 steps on every rank',
+                 lambda: len(steps(job)) == 3 and min(steps(job).values()) >= 5)
     family = descendants(job.proc.pid)
     ctx.cluster.cut('n3')
     time.sleep(2)  # the ranks are stuck waiting on rank 2
