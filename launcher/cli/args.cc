@@ -225,13 +225,6 @@ class Definitions {
   std::vector<std::function<void()>> commits_;
 };
 
-absl::Status CheckRange(bool ok, absl::string_view flag, absl::string_view value,
-                        absl::string_view accepted) {
-  if (ok) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat(flag, "=", value, " is out of range: expected ", accepted));
-}
-
 template <typename T>
 absl::Status NonNegative(const std::optional<T>& v, absl::string_view flag) {
   if (!v) return absl::OkStatus();

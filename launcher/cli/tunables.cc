@@ -245,16 +245,20 @@ absl::Status Check(const Tunable& t, std::optional<T>* value) {
       const double v = static_cast<double>(**value);
       const Range& r = *t.range;
       const bool ok = (r.low_open ? v > r.low : v >= r.low) && v <= r.high;  // false for NaN
-      if (!ok) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(t.flag, "=", **value, " is out of range: expected ", r.accepted));
-      }
+      return CheckRange(ok, t.flag, absl::StrCat(**value), r.accepted);
     }
   }
   return absl::OkStatus();
 }
 
 }  // namespace
+
+absl::Status CheckRange(bool ok, absl::string_view flag, absl::string_view value,
+                        absl::string_view accepted) {
+  if (ok) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(flag, "=", value, " is out of range: expected ", accepted));
+}
 
 const std::vector<Tunable>& Tunables() {
   static const auto* tunables = new std::vector<Tunable>(MakeTunables());

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 
 #include "launcher/options.h"
 
@@ -68,6 +69,11 @@ struct Tunable {
   // Set to true: refused with this reason (a parameter chorus cannot honour).
   const char* refused_when_true = nullptr;
 };
+
+// OK when `ok`; else InvalidArgument "<flag>=<value> is out of range: expected <accepted>", the
+// one wording of every range check of chorusrun's values.
+absl::Status CheckRange(bool ok, absl::string_view flag, absl::string_view value,
+                        absl::string_view accepted);
 
 // Every parameter, in the order of chorusrun --help.
 const std::vector<Tunable>& Tunables();
