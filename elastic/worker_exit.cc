@@ -16,6 +16,11 @@ constexpr int kMaxSignal = 64;
 std::string DescribeFailureReport(const FailureReport& report, const std::string& host) {
   const std::string who =
       absl::StrCat("rank ", report.rank, host.empty() ? "" : absl::StrCat(" on ", host));
+  if (report.in_init) {
+    return absl::StrCat(who,
+                        " failed chorus init (the other ranks' init failed because of it; its "
+                        "error says why)");
+  }
   if (report.named_by_other) {
     return absl::StrCat(who,
                         " ended while the other ranks ran ops (their ops failed: chorus was shut "

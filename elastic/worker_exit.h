@@ -63,13 +63,17 @@ struct FailureReport {
   // Named by another rank's failed op ("chorus was shut down by rank 2 ..."), not by its own
   // report.
   bool named_by_other = false;
+  // Named by another rank's failed init ("chorus init failed on rank 1 ..."): it failed before
+  // the runtime started, not while ops ran.
+  bool in_init = false;
 
   friend bool operator==(const FailureReport&, const FailureReport&) = default;
 };
 
 // "rank 1 on n2 raised ValueError: bad batch" (without " on ..." when `host` is empty); "rank 2
 // on n3 ended while the other ranks ran ops (their ops failed: chorus was shut down by it)" for
-// a report named by another rank.
+// a report named by another rank, "rank 2 on n3 failed chorus init (...)" for one named by their
+// failed init.
 std::string DescribeFailureReport(const FailureReport& report, const std::string& host);
 
 // Keeps in `*chosen` the report that names the cause best: the first rank's own report, else the

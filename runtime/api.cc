@@ -148,17 +148,10 @@ absl::StatusOr<World> FormWorld(const void* mpi_comm) {
     }
   }
   // A bad variable on one rank must fail on every rank, not leave the others waiting.
-  std::vector<uint64_t> config_ok = {config.ok() ? ~uint64_t{0} : 0};
-  CHORUS_RETURN_IF_ERROR(controller->AllreduceBitAnd(absl::MakeSpan(config_ok)));
-  if (!config.ok()) {
-    return absl::Status(config.status().code(),
-                        absl::StrCat("rank ", topology.rank, ": ", config.status().message()));
-  }
-  if (config_ok[0] == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("chorus init failed on another rank (rank ", topology.rank,
-                     " is fine): a CHORUS_*/HOROVOD_* variable there is invalid; see its error"));
-  }
+  CHORUS_RETURN_IF_ERROR(runtime::AgreeNoProblem(
+      *controller,
+      config.ok() ? "" : absl::StrCat("rank ", topology.rank, ": ", config.status().message()),
+      "a CHORUS_*/HOROVOD_* variable there is invalid"));
   return World{*std::move(config), std::move(controller)};
 }
 

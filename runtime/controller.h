@@ -18,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 
 #include "chorus/chorus.h"
@@ -70,6 +71,18 @@ class Controller {
   // UcxTransportOptions::no_progress_timeout), or the bound is disabled.
   virtual ProgressWatchdog* progress_watchdog() { return nullptr; }
 };
+
+// The world ranks that have a problem (`here`: this rank has one), ascending: one bit per rank
+// through AllreduceBitAnd. Collective over the world.
+absl::StatusOr<std::vector<int>> RanksWithProblem(Controller& controller, bool here);
+
+// Fails every rank together when some have a problem: OK when none has; else this rank's
+// `problem` when it has one (by convention it starts "rank R: " where it is this rank's own),
+// or, on a rank without one, "chorus init failed on rank 1 (rank 0 is fine): `there`; see its
+// error" ("on ranks 1, 3", the first few). chorusrun reads "chorus init failed on rank R" back to
+// name the rank that failed (launcher/process/failure_report.h). Collective over the world.
+absl::Status AgreeNoProblem(Controller& controller, const std::string& problem,
+                            absl::string_view there);
 
 }  // namespace chorus::runtime
 

@@ -16,15 +16,19 @@ constexpr absl::string_view kMiddle = " failed (uncaught exception): ";
 // A failed op's message where one rank's shutdown stopped it (runtime/loop/cycle_policy.h's
 // DescribeShutdown): "chorus was shut down by rank 2 on n3 before this op completed (...)".
 constexpr absl::string_view kShutDownBy = "chorus was shut down by rank ";
+// A failed init's message on the ranks that were fine (runtime/controller.h's AgreeNoProblem):
+// "chorus init failed on rank 1 (rank 0 is fine): ...".
+constexpr absl::string_view kInitFailedOn = "chorus init failed on rank ";
 
-// The rank a line names as having shut chorus down, if it names one rank.
-std::optional<FailureReport> ParseShutDownBy(absl::string_view line) {
-  const size_t at = line.find(kShutDownBy);
+// The rank a line names after `marker`, if it names one rank.
+std::optional<FailureReport> ParseNamedRank(absl::string_view line, absl::string_view marker) {
+  const size_t at = line.find(marker);
   if (at == absl::string_view::npos) return std::nullopt;
-  line.remove_prefix(at + kShutDownBy.size());
+  line.remove_prefix(at + marker.size());
   const size_t digits = line.find_first_not_of("0123456789");
   FailureReport report;
   report.named_by_other = true;
+  report.in_init = marker == kInitFailedOn;
   if (digits == 0 || !absl::SimpleAtoi(line.substr(0, digits), &report.rank)) return std::nullopt;
   // "rank 2 on n3 before ...", "rank 2 before ...", "rank 2 (...)": not "ranks 0, 3".
   const absl::string_view rest = line.substr(std::min(digits, line.size()));
@@ -35,7 +39,10 @@ std::optional<FailureReport> ParseShutDownBy(absl::string_view line) {
 }  // namespace
 
 std::optional<FailureReport> ParseFailureReport(absl::string_view line) {
-  if (!absl::StartsWith(line, kPrefix)) return ParseShutDownBy(line);
+  if (!absl::StartsWith(line, kPrefix)) {
+    std::optional<FailureReport> named = ParseNamedRank(line, kShutDownBy);
+    return named ? named : ParseNamedRank(line, kInitFailedOn);
+  }
   absl::ConsumePrefix(&line, kPrefix);
   const size_t middle = line.find(kMiddle);
   if (middle == absl::string_view::npos) return std::nullopt;

@@ -195,8 +195,7 @@ absl::Status BackgroundLoop::Handshake(const std::vector<std::vector<int32_t>>& 
     absl::Status valid = CheckProcessSetRanks(process_sets[i], topology_.size);
     if (!valid.ok()) problem = absl::StrCat("process set ", i + 1, ": ", valid.message());
   }
-  CHORUS_RETURN_IF_ERROR(
-      AgreeNoProblem(problem, "chorus init failed on another rank (see its error)"));
+  CHORUS_RETURN_IF_ERROR(AgreeNoProblem(*controller_, problem, "its runtime could not start"));
 
   // Timelines need each rank's clock offset, measured now (start_timeline may come later but
   // requires CHORUS_TIMELINE at init). The estimate is collective: run it if any rank has a
@@ -212,8 +211,8 @@ absl::Status BackgroundLoop::Handshake(const std::vector<std::vector<int32_t>>& 
         timeline_->StartOnLoopThread(config_.timeline, config_.timeline_mark_cycles);
     if (!opened.ok()) problem = absl::StrCat("rank ", topology_.rank, ": ", opened.message());
   }
-  CHORUS_RETURN_IF_ERROR(AgreeNoProblem(
-      problem, "chorus init failed: another rank cannot create its timeline file (see its error)"));
+  CHORUS_RETURN_IF_ERROR(
+      AgreeNoProblem(*controller_, problem, "it cannot create its timeline file"));
 
   cache_ = std::make_unique<ResponseCache>(shared_.cache_capacity);
   bits_ = CacheBitVector(shared_.cache_capacity);
@@ -300,14 +299,6 @@ void BackgroundLoop::ApplyAutotune(const AutotuneUpdate& update, int64_t cycle) 
 std::vector<Autotuner::Switch> BackgroundLoop::autotune_history() const {
   if (autotuner_ == nullptr) return {};
   return autotuner_->history();
-}
-
-absl::Status BackgroundLoop::AgreeNoProblem(const std::string& problem,
-                                            const std::string& elsewhere) {
-  std::vector<uint64_t> valid = {problem.empty() ? ~uint64_t{0} : 0};
-  CHORUS_RETURN_IF_ERROR(controller_->AllreduceBitAnd(absl::MakeSpan(valid)));
-  if (valid[0] != 0) return absl::OkStatus();
-  return absl::InvalidArgumentError(problem.empty() ? elsewhere : problem);
 }
 
 absl::StatusOr<double> BackgroundLoop::EstimateClockOffset() {

@@ -159,9 +159,6 @@ class BackgroundLoop {
   bool HierarchicalAllreduceApplies() const;
   // Runs the next responses with `p` (shared config, executor, cycle time).
   void ApplyTuned(const TunedParameters& p);
-  // OK on every rank if `problem` is empty on every rank; else an error on every rank (this
-  // rank's problem, or `elsewhere`).
-  absl::Status AgreeNoProblem(const std::string& problem, const std::string& elsewhere);
   // This rank's wall clock minus rank 0's, in microseconds (median of a few barrier exits).
   absl::StatusOr<double> EstimateClockOffset();
   // Every rank's local and cross numbers and host name, to every rank: the hosts (hosts_,

@@ -63,6 +63,26 @@ TEST_CASE("A rank named by another's failed op is a report named by another rank
         "down by it)");
 }
 
+TEST_CASE("A rank named by the others' failed init is a report named by another rank",
+          "[launcher][failure_report]") {
+  // As runtime/controller.h's AgreeNoProblem writes it on the ranks that were fine.
+  std::optional<FailureReport> r = ParseFailureReport(
+      "chorus._C.ChorusValueError: chorus init failed on rank 1 (rank 0 is fine): a "
+      "CHORUS_*/HOROVOD_* variable there is invalid; see its error");
+  REQUIRE(r.has_value());
+  CHECK(r->rank == 1);
+  CHECK(r->named_by_other);
+  CHECK(r->in_init);
+  CHECK(elastic::DescribeFailureReport(*r, "n2") ==
+        "rank 1 on n2 failed chorus init (the other ranks' init failed because of it; its error "
+        "says why)");
+  // Several ranks: none is named (each of them reports its own error).
+  CHECK_FALSE(
+      ParseFailureReport("chorus init failed on ranks 1, 2 (rank 0 is fine): x").has_value());
+  // A shutdown named by another is not an init failure.
+  CHECK_FALSE(ParseFailureReport("chorus was shut down by rank 2")->in_init);
+}
+
 TEST_CASE("ChooseFailureReport keeps the first own report, else the first named one",
           "[launcher][failure_report]") {
   const FailureReport named1{1, "", true}, named2{2, "", true}, own0{0, "E: x"}, own2{2, "F"};

@@ -1,5 +1,6 @@
 #include "test/support/in_process_fabric.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -135,6 +136,42 @@ TEST_CASE("Controller primitives", "[fabric]") {
     CHECK(bits[r][0] == ~low_bits);
     CHECK(bits[r][1] == (n == 1 ? ((uint64_t{1} << 63) | 1) : (uint64_t{1} << 63)));
     CHECK(bits[r][2] == ~uint64_t{0});
+  }
+}
+
+TEST_CASE("AgreeNoProblem fails every rank, the ranks without a problem naming those with one",
+          "[fabric]") {
+  // 66 ranks: the bits of ranks 64 and 65 are in a second word.
+  const int n = GENERATE(1, 3, 66);
+  const std::vector<int> bad = n == 1   ? std::vector<int>{}
+                               : n == 3 ? std::vector<int>{1}
+                                        : std::vector<int>{1, 65};
+  InProcessFabric fabric(n);
+  std::vector<std::vector<int>> found(n);
+  std::vector<absl::Status> agreed(n), again(n);
+  RunRanks(fabric, [&](int r, Controller& c) {
+    const bool mine = std::find(bad.begin(), bad.end(), r) != bad.end();
+    absl::StatusOr<std::vector<int>> ranks = runtime::RanksWithProblem(c, mine);
+    if (ranks.ok()) found[r] = *ranks;
+    agreed[r] = runtime::AgreeNoProblem(c, mine ? "rank " + std::to_string(r) + ": bad" : "",
+                                        "its variable is bad");
+    again[r] = runtime::AgreeNoProblem(c, "", "unused");
+  });
+  for (int r = 0; r < n; ++r) {
+    INFO("rank " << r << " of " << n);
+    CHECK(found[r] == bad);
+    CHECK(again[r].ok());
+    if (bad.empty()) {
+      CHECK(agreed[r].ok());
+    } else if (std::find(bad.begin(), bad.end(), r) != bad.end()) {
+      CHECK(agreed[r].message() == "rank " + std::to_string(r) + ": bad");
+    } else if (n == 3) {
+      CHECK(agreed[r].message() == "chorus init failed on rank 1 (rank " + std::to_string(r) +
+                                       " is fine): its variable is bad; see its error");
+    } else {
+      CHECK(agreed[r].message() == "chorus init failed on ranks 1, 65 (rank " + std::to_string(r) +
+                                       " is fine): its variable is bad; see their errors");
+    }
   }
 }
 

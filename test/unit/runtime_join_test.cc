@@ -167,7 +167,9 @@ TEST_CASE("init-time process sets that differ between ranks fail init on every r
                        absl::StrCat("rank ", rank, ": ", created.status().ToString()));
              // The rank whose sets differ from rank 0's says how; the others point at it.
              rec.Check(absl::StrContains(created.status().message(),
-                                         rank == 1 ? "differ" : "another rank"),
+                                         rank == 1 ? "differ"
+                                                   : "chorus init failed on rank 1 (rank 0 is "
+                                                     "fine): its runtime could not start"),
                        std::string(created.status().message()));
            },
            {{{0, 1}}, {}});

@@ -6,6 +6,7 @@ collective (every rank calls them).
 
 import atexit
 import os
+import re
 import sys
 import warnings
 
@@ -91,6 +92,7 @@ def init(comm=None, process_sets=None):
         _C.init([list(ps.ranks) for ps in sets], comm_address)
     except ChorusError as e:
         exit_if_released(e)
+        _note_init_failure(e)
         raise
     del comm_object  # chorus runs on its own duplicates of the communicator
     if _C.elastic_worker():
@@ -135,6 +137,23 @@ _previous_excepthook = None
 _exit_cause = ""
 
 
+# A failed init's error that is this rank's own starts "rank R: " (the others' name it: "chorus
+# init failed on rank R (rank 0 is fine): ..."; runtime/controller.h, AgreeNoProblem).
+_OWN_INIT_ERROR = re.compile(r"rank (\d+): ")
+# This rank's failed init, when the error was its own: its rank, for the failure report.
+_init_failed_rank = None
+
+
+def _note_init_failure(error):
+    """Makes an uncaught init error that is this rank's own (a bad variable here, say) report
+    this rank as the one that failed, as an exception after init does."""
+    global _init_failed_rank
+    own = _OWN_INIT_ERROR.match(str(error))
+    if own:
+        _init_failed_rank = int(own.group(1))
+        _install_failure_report()
+
+
 def _install_failure_report():
     global _previous_excepthook
     if _previous_excepthook is None:
@@ -148,12 +167,13 @@ def _report_failure(kind, value, traceback):
     # A collective that failed because another rank ended (ChorusError, not an argument error)
     # is a consequence: only the cause is reported.
     consequence = issubclass(kind, ChorusError) and not issubclass(kind, _C.ChorusValueError)
-    if _topology is None or consequence or issubclass(kind, KeyboardInterrupt):
+    rank = _topology["rank"] if _topology is not None else _init_failed_rank
+    if rank is None or consequence or issubclass(kind, KeyboardInterrupt):
         return
     text = ("%s: %s" % (kind.__name__, value)) if str(value) else kind.__name__
     text = text.splitlines()[0][:300]  # starts with the type's name: never empty
     _exit_cause = text
-    line = FAILURE_REPORT % (_topology["rank"], text) + "\n"
+    line = FAILURE_REPORT % (rank, text) + "\n"
     try:
         sys.stderr.flush()
         os.write(2, line.encode(errors="replace"))
