@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Generated failures: a random rank of a 2- or 3-rank chorus.torch job fails at a random step
 (test/launcher/failing_worker.py) while the others wait in an allreduce: it dies of a random
-uncaught exception, ends with sys.exit(3) or is killed by SIGKILL. chorusrun's last line must
+uncaught exception, ends with sys.exit(3) or is killed by SIGKILL; or its init fails (a bad
+variable there), which fails every rank's init. chorusrun's last line must
 name that rank and its host every time (and the exception, for an exception), in MPI mode and
 with --gloo, although the ranks that fail because of it often exit first. A rank
 whose op failed because of it and that said so before chorusrun stopped it must name the same
@@ -28,19 +29,29 @@ WORDS = ["bad", "batch", "nan", "loss", "shard", "missing", "step", "grad"]
 def schedule(seed):
     rng = random.Random(seed)
     np = rng.choice([2, 3])
-    return {
+    s = {
         "mode": "--gloo" if seed % 2 else "--mpi",
         "np": np,
         "rank": rng.randrange(np),
         "step": rng.randrange(0, 8),
         "kind": rng.choice(KINDS),
         "message": " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 4))),
+        # Drawn last, so that the seeds drawn before this kind existed keep their schedules.
+        "init": rng.random() < 0.2,
     }
+    if s.pop("init"):
+        s["kind"] = "init"
+    return s
 
 
 def expected_line(s):
     """The last line chorusrun must print, or a pattern of it (exit and kill: the failing rank
     is named, by its own end or by the other ranks' failed ops, whichever chorusrun saw first)."""
+    if s["kind"] == "init":
+        # Its own report (the variable's error), or the others' failed init naming it.
+        prefix = r"chorusrun: job failed" + ("" if s["mode"] == "--gloo" else r" \(mpirun exit status 1\)")
+        return re.compile(prefix + r": rank %d on localhost (raised ChorusValueError: rank %d: "
+                          r"CHORUS_LOG_LEVEL=\"verbose\"|failed chorus init)" % (s["rank"], s["rank"]))
     if s["kind"] in ("exit", "kill"):
         if s["mode"] == "--gloo":
             prefix = "chorusrun: job failed: "
@@ -100,6 +111,11 @@ def main():
         if not exited:
             right += " (%s)" % exception_text(s)
         status_ok = p.returncode != 0 if exited else p.returncode == 1
+        if s["kind"] == "init":
+            # The ranks that were fine name the one whose init failed, and no rank ran an op.
+            blamed = set(re.findall(r"chorus init failed on (ranks? [\d, ]+) \(", p.stderr))
+            right = "rank %d" % s["rank"]
+            exited = True  # no exception of its own to pass on
         ok = status_ok and matches(want, got) and blamed <= {right}
         print("seed %d: %s -np %d, rank %d fails (%s) at step %d: status %d, %s"
               % (seed, s["mode"], s["np"], s["rank"], s["kind"], s["step"], p.returncode,
