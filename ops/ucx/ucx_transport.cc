@@ -13,6 +13,10 @@
 #include <vector>
 
 #include "absl/container/inlined_vector.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+#include "ops/no_progress.h"
 
 namespace chorus::ops {
 namespace {
@@ -421,15 +425,19 @@ absl::Status UcxTransport::Wait(absl::Span<const RequestId> ids) {
       break;
     }
     if (Clock::now() - last_completion > limit) {
-      std::vector<int> ranks;
-      for (const Request* r : pending) ranks.push_back(r->peer);
-      std::sort(ranks.begin(), ranks.end());
-      ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
-      std::string names;
-      for (int rank : ranks) names += (names.empty() ? "" : ", ") + std::to_string(rank);
-      result = absl::UnavailableError(
-          "UCX transport: no progress for " + absl::FormatDuration(options_.no_progress_timeout) +
-          " waiting on rank" + (ranks.size() > 1 ? "s " : " ") + names + "; presumed lost");
+      NoProgress what;
+      what.bound = options_.no_progress_timeout;
+      what.call = "a UCX transfer";
+      for (const Request* r : pending) what.peers.push_back(r->peer);
+      std::sort(what.peers.begin(), what.peers.end());
+      what.peers.erase(std::unique(what.peers.begin(), what.peers.end()), what.peers.end());
+      // The runtime words it as every no-progress report (ops/no_progress.h); this text is for
+      // other callers.
+      result =
+          NoProgressError(what, absl::StrCat("UCX transport: no progress for ",
+                                             absl::FormatDuration(options_.no_progress_timeout),
+                                             " waiting on rank", what.peers.size() > 1 ? "s " : " ",
+                                             absl::StrJoin(what.peers, ", "), "; presumed lost"));
       break;
     }
     // Spin while a message may be microseconds away; once idle for long, let other threads

@@ -99,7 +99,7 @@ void BackgroundLoop::ThreadMain(std::vector<std::vector<int32_t>> process_sets) 
 
   bool stop = false;
   while (!stop) {
-    absl::Status status = RunCycle(&stop);
+    absl::Status status = ReportNoProgress(RunCycle(&stop));
     if (!status.ok()) {
       if (watchdog_ != nullptr) watchdog_->Disarm();
       // An elastic reset aborts the world on purpose (Aborted, from chorusrun's generation):

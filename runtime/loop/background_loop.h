@@ -270,6 +270,9 @@ class BackgroundLoop {
   // negotiation and the ops pending here. Runs on the loop thread, or on the watchdog's while
   // the loop thread is inside a watched call (Note [No-progress bound]).
   std::string DescribeWork() const;
+  // A transport's own no-progress error (ops/no_progress.h) as the watchdog's report
+  // (DescribeNoProgress, naming DescribeWork); any other status unchanged.
+  absl::Status ReportNoProgress(absl::Status status) const;
 
   Config config_;
   SharedConfig shared_;

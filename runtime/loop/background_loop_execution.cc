@@ -6,6 +6,7 @@
 // process-set changes), and the completion of the entries, delivered to their waiters in
 // batches. The cycle itself (submissions, cache bits, negotiation) is background_loop.cc.
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -13,6 +14,7 @@
 
 #include "base/op_kind.h"
 #include "base/status_macros.h"
+#include "ops/no_progress.h"
 #include "runtime/execute/fusion_planner.h"
 #include "runtime/loop/background_loop.h"
 
@@ -188,6 +190,13 @@ absl::Status BackgroundLoop::ExecuteResponse(const Response& response,
       hierarchy != nullptr ? hierarchy->counters() : ops::HierarchicalBackend::Counters();
   absl::Status status = executor_->Execute(response, response_entries_, *set->second.backend,
                                            &results_, tracer_.spans());
+  if (ops::NoProgressOf(status).has_value()) {
+    // The transport gave up (ops/no_progress.h): the ops fail with the report.
+    status = ReportNoProgress(std::move(status));
+    for (OpResult& result : results_) {
+      if (ops::NoProgressOf(result.status).has_value()) result = StatusResult(status);
+    }
+  }
   counters_.copied_windows.store(executor_->counters().copied_windows, std::memory_order_relaxed);
   counters_.zero_copy_windows.store(executor_->counters().zero_copy_windows,
                                     std::memory_order_relaxed);
@@ -205,6 +214,19 @@ absl::Status BackgroundLoop::ExecuteResponse(const Response& response,
   }
   owned_.clear();
   return status;
+}
+
+absl::Status BackgroundLoop::ReportNoProgress(absl::Status status) const {
+  const std::optional<ops::NoProgress> what = ops::NoProgressOf(status);
+  if (!what.has_value()) return status;
+  NoProgressReport report;
+  report.rank = topology_.rank;
+  report.bound = what->bound;
+  report.call = what->call;
+  report.work = DescribeWork();
+  report.peers = what->peers;
+  report.ends_job = false;
+  return absl::UnavailableError(DescribeNoProgress(report));
 }
 
 std::string BackgroundLoop::DescribeWork() const {

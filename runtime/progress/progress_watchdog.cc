@@ -35,8 +35,10 @@ std::string DescribeNoProgress(const NoProgressReport& report) {
       "rank ", report.rank, ": no progress for ", waited, ": ", report.call,
       " has not completed, running ", report.work, "; ", peers,
       ". A peer that stopped answering without closing its connections (its host lost, a link "
-      "cut, the process stopped or stuck) looks like this. Ending the job. If those ranks are "
-      "only slow, raise CHORUS_NO_PROGRESS_TIMEOUT_SECONDS (0 disables this check).");
+      "cut, the process stopped or stuck) looks like this. ",
+      report.ends_job ? "Ending the job." : "Stopping chorus on this rank.",
+      " If those ranks are only slow, raise CHORUS_NO_PROGRESS_TIMEOUT_SECONDS (0 disables this "
+      "check).");
 }
 
 std::string DescribeResponseWork(const Response& response, size_t max_names) {

@@ -79,6 +79,9 @@ struct NoProgressReport {
   std::string call;            // the call that did not complete ("MPI_Allreduce")
   std::string work;            // what the loop was doing (the ops and tensors)
   std::vector<int32_t> peers;  // world ranks the call waited on; empty: unknown
+  // What happens next: the watchdog ends the job (MPI_Abort); a transport that gave up by itself
+  // (ops/no_progress.h) stops chorus on this rank, whose ops fail.
+  bool ends_job = true;
 };
 
 // One paragraph: who noticed, what did not complete, which ranks it waited on, what that

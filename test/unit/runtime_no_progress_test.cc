@@ -26,6 +26,7 @@
 #include <catch2/catch.hpp>
 
 #include "base/mutex.h"
+#include "ops/no_progress.h"
 #include "runtime/progress/progress_watchdog.h"
 #include "runtime/progress/watched_backend.h"
 #include "runtime/runtime.h"
@@ -66,8 +67,12 @@ class Gate {
 class GatedBackend : public ops::CollectiveBackend {
  public:
   GatedBackend(std::unique_ptr<ops::CollectiveBackend> inner, Gate* gate, int64_t min_count,
-               absl::Duration delay)
-      : inner_(std::move(inner)), gate_(gate), min_count_(min_count), delay_(delay) {}
+               absl::Duration delay, bool give_up)
+      : inner_(std::move(inner)),
+        gate_(gate),
+        min_count_(min_count),
+        delay_(delay),
+        give_up_(give_up) {}
   int rank() const override { return inner_->rank(); }
   int size() const override { return inner_->size(); }
   std::string name() const override { return inner_->name(); }
@@ -76,6 +81,14 @@ class GatedBackend : public ops::CollectiveBackend {
     if (allreduce != nullptr && allreduce->count >= min_count_) {
       if (gate_ != nullptr) gate_->Pass();
       absl::SleepFor(delay_);
+      if (give_up_) {
+        // As a transport that bounds its own waits gives up (UCX: ops/no_progress.h).
+        ops::NoProgress what{absl::Seconds(3), "a UCX transfer", {}};
+        for (int r = 0; r < size(); ++r) {
+          if (r != rank()) what.peers.push_back(r);
+        }
+        return ops::NoProgressError(what, "the transport's own words");
+      }
     }
     return inner_->Run(call);
   }
@@ -85,6 +98,7 @@ class GatedBackend : public ops::CollectiveBackend {
   Gate* gate_;
   int64_t min_count_;
   absl::Duration delay_;
+  bool give_up_;
 };
 
 // What one simulated rank's faults are.
@@ -93,6 +107,7 @@ struct RankFaults {
   Gate* data_gate = nullptr;     // in front of the data plane's large allreduces
   absl::Duration data_delay;     // added to each of them
   int64_t large = 4096;          // "large": at least this many elements
+  bool give_up = false;          // the data plane fails them as a transport that gave up
 };
 
 // A controller over the fabric's, watched as an MPI controller is (every call blocks, so every
@@ -143,8 +158,8 @@ class WatchedController : public Controller {
     // The gate and the delay come before the watched call: a rank held at the gate is not
     // inside a call (it stopped answering altogether), and a delayed piece is slow to start,
     // as on a slow link, on the rank's peers' clocks.
-    return std::unique_ptr<ops::CollectiveBackend>(
-        new GatedBackend(std::move(watched), faults_.data_gate, faults_.large, faults_.data_delay));
+    return std::unique_ptr<ops::CollectiveBackend>(new GatedBackend(
+        std::move(watched), faults_.data_gate, faults_.large, faults_.data_delay, faults_.give_up));
   }
   absl::StatusOr<std::unique_ptr<ops::CollectiveBackend>> CreateGroupBackend(
       absl::Span<const int32_t> group_of_rank) override {
@@ -304,6 +319,33 @@ TEST_CASE("A rank stuck in the data plane is reported with the tensor the others
                                "has not completed, running allreduce of tensor 'big' \\(process "
                                "set 0\\); it waits on ranks ",
                                r == 0 ? "1, 2" : "0, 2", " ")));
+  }
+}
+
+TEST_CASE("A transport that gave up by itself is reported as the watchdog reports",
+          "[no_progress]") {
+  // Every rank's data plane fails the large allreduce as UCX's does past its bound; the
+  // watchdog's own bound is far away. Each rank's op fails with the watchdog's report, naming
+  // the tensor it ran and the ranks the transport waited on.
+  Reports reports(3);
+  std::vector<RankFaults> faults(3);
+  for (RankFaults& f : faults) f.give_up = true;
+  std::vector<std::string> failures(3);
+  const auto errors = RunWatched(absl::Hours(1), faults, &reports, [&](int rank, Runtime& rt) {
+    failures[rank] = AllreduceOnes(rt, "big", 100000, 3.0f);
+  });
+  for (int r = 0; r < 3; ++r) {
+    INFO("rank " << r << ": " << failures[r]);
+    CHECK(errors[r].empty());
+    CHECK(reports.Of(r).empty());
+    const std::string others = r == 0 ? "1, 2" : r == 1 ? "0, 2" : "0, 1";
+    CHECK(Matches(failures[r],
+                  absl::StrCat("^UNAVAILABLE: rank ", r,
+                               ": no progress for 3s: a UCX transfer has not completed, running "
+                               "allreduce of tensor 'big' \\(process set 0\\); it waits on ranks ",
+                               others,
+                               " [^\\n]* Stopping chorus on this rank\\. If those ranks "
+                               "are only slow, raise CHORUS_NO_PROGRESS_TIMEOUT_SECONDS")));
   }
 }
 

@@ -22,6 +22,7 @@
 #include "base/interrupt.h"
 #include "base/status_macros.h"
 #include "ops/cpu/reduce_kernels.h"
+#include "ops/no_progress.h"
 #include "ops/ucx/algorithms/common.h"
 #include "ops/ucx/ucx_backend.h"
 #include "runtime/ucx/address_exchange.h"
@@ -115,6 +116,19 @@ std::vector<absl::Status> RunWorld(
 using testing::CheckAllOk;
 
 absl::Status Wrong(const std::string& what) { return absl::InternalError("wrong result: " + what); }
+
+TEST_CASE("A no-progress error carries what did not complete and the ranks it waited on",
+          "[ucx][transport]") {
+  const ops::NoProgress what{
+      absl::Milliseconds(1500), "a UCX transfer\nwith: a newline", {0, 2, 7}};
+  const absl::Status status = ops::NoProgressError(what, "words");
+  CHECK(status.code() == absl::StatusCode::kUnavailable);
+  CHECK(status.message() == "words");
+  CHECK(ops::NoProgressOf(status) == what);
+  CHECK(ops::NoProgressOf(ops::NoProgressError({absl::Seconds(3), "x", {}}, "w"))->peers.empty());
+  CHECK_FALSE(ops::NoProgressOf(absl::UnavailableError("words")).has_value());
+  CHECK_FALSE(ops::NoProgressOf(absl::OkStatus()).has_value());
+}
 
 // ---------------------------------------------------------------------------------------------
 
@@ -332,6 +346,12 @@ TEST_CASE("UCX transport: a destroyed peer makes Wait return Unavailable naming 
   INFO(after_loss.ToString());
   CHECK(after_loss.code() == absl::StatusCode::kUnavailable);
   CHECK(after_loss.message().find("rank 1") != std::string::npos);
+  // Past the bound (UCX did not report the loss): what the runtime reports it from.
+  if (const std::optional<ops::NoProgress> what = ops::NoProgressOf(after_loss)) {
+    CHECK(what->bound == absl::Milliseconds(300));
+    CHECK(what->call == "a UCX transfer");
+    CHECK(what->peers == std::vector<int32_t>{1});
+  }
   CHECK(later_call.code() == absl::StatusCode::kUnavailable);
   CHECK(later_call.message() == after_loss.message());
 }
