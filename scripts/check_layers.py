@@ -44,6 +44,7 @@ PUBLIC_INCLUDE_DIRS = ('base/include', 'runtime/include')
 OPS_INTERFACE = (
     'ops/collective_backend.h',
     'ops/gpu_platform.h',
+    'ops/no_progress.h',
     'ops/cuda/batched_copy_plan.h',
     'ops/cpu/reduce_kernels.h',
     'ops/mpi/mpi_backend.h',
