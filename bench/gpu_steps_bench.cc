@@ -683,12 +683,12 @@ int Main(int argc, char** argv) {
       args.steps, args.warmup, args.iters);
   std::printf(
       "runtime config (runtime/config.h defaults unless overridden): fusion threshold "
-      "%.1f MiB, cycle time %s, cache capacity %d, NCCL streams %d, idle cycle %s, GPU "
-      "op timeout %s\n",
+      "%.1f MiB, cycle time %s, cache capacity %d, NCCL streams %d, idle cycle %s, "
+      "no-progress bound %s\n",
       static_cast<double>(config.fusion_threshold_bytes) / (1 << 20),
       absl::FormatDuration(config.cycle_time).c_str(), config.cache_capacity,
       config.num_nccl_streams, absl::FormatDuration(config.idle_cycle_time).c_str(),
-      absl::FormatDuration(config.gpu_op_timeout).c_str());
+      absl::FormatDuration(config.no_progress_timeout).c_str());
 
   cudaStream_t stream, framework;
   BENCH_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));

@@ -159,14 +159,6 @@ const Variable kVariables[] = {
        return true;
      },
      [](const Config& c) { return absl::StrCat(c.num_nccl_streams); }},
-    {"CHORUS_GPU_OP_TIMEOUT_SECONDS",
-     {nullptr, nullptr},
-     "expected a non-negative number of seconds (0 = never)",
-     "seconds a launched GPU batch may run before its communicators are aborted; 0 = never",
-     [](absl::string_view text, Config* c) {
-       return ParseDuration(text, absl::Seconds(1), /*allow_zero=*/true, &c->gpu_op_timeout);
-     },
-     [](const Config& c) { return ShortestDouble(absl::ToDoubleSeconds(c.gpu_op_timeout)); }},
     {config_names::kStallCheckTimeSeconds,
      {"HOROVOD_STALL_CHECK_TIME_SECONDS", nullptr},
      "expected a positive number of seconds",
@@ -200,8 +192,9 @@ const Variable kVariables[] = {
     {config_names::kNoProgressTimeoutSeconds,
      {"HOROVOD_GLOO_TIMEOUT_SECONDS", nullptr},
      "expected a non-negative number of seconds (0 = no bound)",
-     "MPI: seconds the background loop may wait on its peers without any call completing before "
-     "the job is ended with MPI_Abort; 0 = no bound",
+     "seconds the background loop may wait on its peers without any call completing (MPI, UCX, "
+     "a launched GPU batch) before they are presumed lost: MPI ends the job with MPI_Abort, UCX "
+     "and the GPU path stop chorus on the rank; 0 = no bound",
      [](absl::string_view text, Config* c) {
        return ParseDuration(text, absl::Seconds(1), /*allow_zero=*/true, &c->no_progress_timeout);
      },
@@ -614,6 +607,14 @@ absl::StatusOr<Config> Config::FromEnvironment(const Lookup& lookup) {
   Config config;
   std::map<absl::string_view, const char*> read_as;
   CHORUS_RETURN_IF_ERROR(ReadVariables(lookup, &config, &read_as));
+  // Retired: one bound for every transport (Note [No-progress bound]).
+  const char* retired =
+      lookup ? lookup("CHORUS_GPU_OP_TIMEOUT_SECONDS") : ::getenv("CHORUS_GPU_OP_TIMEOUT_SECONDS");
+  if (retired != nullptr) {
+    return absl::InvalidArgumentError(
+        "CHORUS_GPU_OP_TIMEOUT_SECONDS is replaced by CHORUS_NO_PROGRESS_TIMEOUT_SECONDS, which "
+        "bounds GPU batches as it bounds MPI and UCX calls: set that instead");
+  }
   CHORUS_RETURN_IF_ERROR(CheckNoProgressTimeout(config, read_as));
   return config;
 }

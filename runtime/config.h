@@ -51,8 +51,6 @@ struct Config {
   int32_t num_nccl_streams = 1;
   // Seconds a launched GPU batch may take before it is declared stuck: its communicators are
   // aborted and every pending op fails with Unavailable; 0 = never.
-  // CHORUS_GPU_OP_TIMEOUT_SECONDS. Default 600 (PyTorch's NCCL watchdog default).
-  absl::Duration gpu_op_timeout = absl::Seconds(600);
   // Seconds after which the coordinator warns about a tensor some ranks have not submitted;
   // CHORUS_STALL_CHECK_TIME_SECONDS (HOROVOD_STALL_CHECK_TIME_SECONDS). Default 60.
   absl::Duration stall_warning_time = absl::Seconds(60);
@@ -70,7 +68,8 @@ struct Config {
   // disables the bound (Note [No-progress bound] in runtime/progress/progress_watchdog.h). Must
   // exceed twice the idle cycle time and the cycle time (a peer with nothing to do checks in only
   // once per cycle). The UCX transport applies the same bound
-  // (UcxTransportOptions::no_progress_timeout, set from this in controller_factory.cc).
+  // (UcxTransportOptions::no_progress_timeout, set from this in controller_factory.cc), and so
+  // does the GPU path to each launched batch (GpuBatch::deadline: its communicators are aborted).
   // CHORUS_NO_PROGRESS_TIMEOUT_SECONDS. Default 30: a live peer completes a call every few ms
   // (a 4 MiB piece crosses a 100 Mbit/s link in under a second), a dead one is noticed within
   // half a minute.

@@ -16,6 +16,7 @@
 
 #include "chorus/chorus.h"
 #include "ops/gpu_platform.h"
+#include "runtime/progress/progress_watchdog.h"
 #include "runtime/submit/tensor_entry.h"
 
 namespace chorus::runtime {
@@ -38,8 +39,10 @@ struct GpuBatch {
   std::vector<OpResult> results;
   // Device buffers used only by this batch, freed once it is done.
   std::vector<void*> scratch;
-  // Past this, the batch is declared stuck (Config::gpu_op_timeout).
+  // Past this, the batch is declared stuck (Config::no_progress_timeout from its launch), with
+  // this report (DescribeNoProgress; Note [No-progress bound]).
   absl::Time deadline = absl::InfiniteFuture();
+  NoProgressReport stuck;
   // Once the data plane failed: how long the batch may still wait for its queued device work
   // (which an abort lets finish) before its entries fail anyway.
   absl::Time abandon_at = absl::InfinitePast();

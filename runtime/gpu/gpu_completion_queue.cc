@@ -195,9 +195,9 @@ bool GpuCompletionQueue::Poll(GpuBatch& batch) {
     }
   }
   if (failed.ok() && absl::Now() > batch.deadline) {
-    failed = absl::UnavailableError(absl::StrCat(
-        batch.what, " did not complete on GPU ", batch.device,
-        " within CHORUS_GPU_OP_TIMEOUT_SECONDS (a peer stopped or NCCL is stuck)", kAborted));
+    // The report every transport's no-progress gives (Note [No-progress bound]).
+    failed = absl::UnavailableError(
+        absl::StrCat(DescribeNoProgress(batch.stuck), " chorus aborted its NCCL communicators."));
   }
   if (failed.ok()) return false;
   SetFailure(failed);

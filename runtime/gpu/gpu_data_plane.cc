@@ -342,10 +342,12 @@ class GpuDataPlane::Launcher {
 };
 
 GpuDataPlane::GpuDataPlane(std::shared_ptr<GpuPlatform> platform, const SharedConfig& shared,
-                           absl::Duration op_timeout, GpuCompletionQueue::DeliverFn deliver)
+                           absl::Duration bound, int32_t world_rank,
+                           GpuCompletionQueue::DeliverFn deliver)
     : platform_(std::move(platform)),
       shared_(shared),
-      op_timeout_(op_timeout),
+      bound_(bound),
+      rank_(world_rank),
       deliver_(deliver),
       completions_(std::make_unique<GpuCompletionQueue>(platform_, std::move(deliver),
                                                         [this] { AbortAll(); })) {}
@@ -507,6 +509,7 @@ absl::Status GpuDataPlane::JoinHierarchy(Lane* lane, int device,
 
 absl::Status GpuDataPlane::Launch(const Response& response, int32_t set_id,
                                   ops::CollectiveBackend& set_backend,
+                                  const std::vector<int32_t>& set_ranks,
                                   std::vector<std::unique_ptr<TensorEntry>> entries,
                                   ops::HierarchicalBackend* hierarchy) {
   GpuBatch batch;
@@ -588,7 +591,19 @@ absl::Status GpuDataPlane::Launch(const Response& response, int32_t set_id,
       batch.communicators.push_back((*lane)->cross.get());
     }
   }
-  if (op_timeout_ > absl::ZeroDuration()) batch.deadline = absl::Now() + op_timeout_;
+  if (bound_ > absl::ZeroDuration()) {
+    // Note [No-progress bound]: the batch's collectives started on every member in the same
+    // cycle, so none waits long for a live peer.
+    batch.deadline = absl::Now() + bound_;
+    batch.stuck.rank = rank_;
+    batch.stuck.bound = bound_;
+    batch.stuck.call = absl::StrCat("the NCCL work on GPU ", device);
+    batch.stuck.work = batch.what;
+    for (int32_t r : set_ranks) {
+      if (r != rank_) batch.stuck.peers.push_back(r);
+    }
+    batch.stuck.ends_job = false;
+  }
 
   if (!status.ok()) {
     if (batch.done != nullptr) platform_->DestroyEvent(device, batch.done);

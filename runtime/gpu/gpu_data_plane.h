@@ -37,8 +37,10 @@ namespace chorus::runtime {
 
 class GpuDataPlane {
  public:
+  // `bound`: a launched batch not done after this long is stuck (Config::no_progress_timeout;
+  // zero: never), reported as this world rank's no-progress report.
   GpuDataPlane(std::shared_ptr<ops::gpu::GpuPlatform> platform, const SharedConfig& shared,
-               absl::Duration op_timeout, GpuCompletionQueue::DeliverFn deliver);
+               absl::Duration bound, int32_t world_rank, GpuCompletionQueue::DeliverFn deliver);
   // Waits for every launched batch (they complete, or fail after a Fail), then destroys the
   // communicators, streams and fusion buffers.
   ~GpuDataPlane();
@@ -57,8 +59,10 @@ class GpuDataPlane {
   // and cross communicators (joined over the hierarchy's local and cross CPU backends on its
   // first such launch). Other collectives run on the lane's communicator over the whole set
   // (an allgather too: as in Horovod, only the CPU allgather is hierarchical).
+  // `set_ranks`: the set's world ranks (named in the report of a batch that gets stuck).
   // REQUIRES: this rank is a member of the set.
   absl::Status Launch(const Response& response, int32_t set_id, ops::CollectiveBackend& set_backend,
+                      const std::vector<int32_t>& set_ranks,
                       std::vector<std::unique_ptr<TensorEntry>> entries,
                       ops::HierarchicalBackend* hierarchy = nullptr);
 
@@ -112,7 +116,8 @@ class GpuDataPlane {
 
   const std::shared_ptr<ops::gpu::GpuPlatform> platform_;
   const SharedConfig shared_;
-  const absl::Duration op_timeout_;
+  const absl::Duration bound_;
+  const int32_t rank_;  // in the world
   const GpuCompletionQueue::DeliverFn deliver_;
 
   std::map<std::pair<int32_t, int32_t>, Lane> lanes_;  // (set id, stream index)

@@ -319,10 +319,10 @@ absl::Status BackgroundLoop::LaunchOnGpu(const Response& response, ProcessSet& s
       DeliveryScratch scratch;
       Deliver(done, results, &scratch);
     };
-    gpu_ = std::make_unique<GpuDataPlane>(gpu_platform_, shared_, config_.gpu_op_timeout,
-                                          std::move(deliver));
+    gpu_ = std::make_unique<GpuDataPlane>(gpu_platform_, shared_, config_.no_progress_timeout,
+                                          topology_.rank, std::move(deliver));
   }
-  return gpu_->Launch(response, response.process_set_id, *set.backend, std::move(owned),
+  return gpu_->Launch(response, response.process_set_id, *set.backend, set.ranks, std::move(owned),
                       set.hierarchy);
 }
 

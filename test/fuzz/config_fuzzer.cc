@@ -106,7 +106,6 @@ void CheckRanges(const Config& c) {
   FUZZ_CHECK(c.pipeline_chunk_bytes >= 4096) << c.pipeline_chunk_bytes;
   FUZZ_CHECK(c.inplace_min_bytes >= 0) << c.inplace_min_bytes;
   FUZZ_CHECK(c.num_nccl_streams >= 1 && c.num_nccl_streams <= 16) << c.num_nccl_streams;
-  FUZZ_CHECK(c.gpu_op_timeout >= absl::ZeroDuration()) << c.gpu_op_timeout;
   FUZZ_CHECK(c.stall_warning_time > absl::ZeroDuration()) << c.stall_warning_time;
   FUZZ_CHECK(c.stall_shutdown_time >= absl::ZeroDuration()) << c.stall_shutdown_time;
   FUZZ_CHECK(c.idle_cycle_time > absl::ZeroDuration()) << c.idle_cycle_time;

@@ -202,7 +202,6 @@ TEST_CASE("Malformed or out-of-range values are errors naming the variable", "[c
       {"CHORUS_NUM_NCCL_STREAMS", "0"},
       {"CHORUS_NUM_NCCL_STREAMS", "17"},
       {"HOROVOD_NUM_NCCL_STREAMS", "two"},
-      {"CHORUS_GPU_OP_TIMEOUT_SECONDS", "-1"},
       {"CHORUS_STALL_CHECK_TIME_SECONDS", "0"},
       {"HOROVOD_STALL_CHECK_TIME_SECONDS", "x"},
       {"CHORUS_STALL_SHUTDOWN_TIME_SECONDS", "-1"},
@@ -226,6 +225,14 @@ TEST_CASE("Malformed or out-of-range values are errors naming the variable", "[c
   CHECK(config.status().code() == absl::StatusCode::kInvalidArgument);
   const std::string message(config.status().message());
   CHECK_THAT(message, Catch::StartsWith(name + "=\"" + value + "\": expected "));
+}
+
+TEST_CASE("The retired GPU op timeout names the one bound that replaced it", "[config]") {
+  auto config = Read({{"CHORUS_GPU_OP_TIMEOUT_SECONDS", "600"}});
+  REQUIRE_FALSE(config.ok());
+  CHECK(config.status().message() ==
+        "CHORUS_GPU_OP_TIMEOUT_SECONDS is replaced by CHORUS_NO_PROGRESS_TIMEOUT_SECONDS, which "
+        "bounds GPU batches as it bounds MPI and UCX calls: set that instead");
 }
 
 TEST_CASE("The fusion threshold error message is exact", "[config]") {
@@ -260,7 +267,6 @@ TEST_CASE("Describe lists the defaults in a stable order", "[config]") {
       "CHORUS_INPLACE_MIN_BYTES=262144",
       "CHORUS_HUGE_PAGES=true",
       "CHORUS_NUM_NCCL_STREAMS=1",
-      "CHORUS_GPU_OP_TIMEOUT_SECONDS=600",
       "CHORUS_STALL_CHECK_TIME_SECONDS=60",
       "CHORUS_STALL_SHUTDOWN_TIME_SECONDS=0",
       "CHORUS_STALL_CHECK_DISABLE=false",
@@ -312,7 +318,7 @@ TEST_CASE("Describe output reads back as the same configuration", "[config]") {
       {"CHORUS_PIPELINE_CHUNK_BYTES", "65536"},
       {"CHORUS_INPLACE_MIN_BYTES", "99"},
       {"CHORUS_NUM_NCCL_STREAMS", "4"},
-      {"CHORUS_GPU_OP_TIMEOUT_SECONDS", "2.5"},
+      {"CHORUS_NO_PROGRESS_TIMEOUT_SECONDS", "2.5"},
       {"CHORUS_STALL_CHECK_TIME_SECONDS", "1.75"},
       {"CHORUS_STALL_SHUTDOWN_TIME_SECONDS", "120"},
       {"CHORUS_STALL_CHECK_DISABLE", "on"},
@@ -351,7 +357,7 @@ TEST_CASE("Describe output reads back as the same configuration", "[config]") {
   CHECK(second->idle_cycle_time == first->idle_cycle_time);
   CHECK(second->stall_warning_time == first->stall_warning_time);
   CHECK(second->num_nccl_streams == 4);
-  CHECK(second->gpu_op_timeout == absl::Seconds(2.5));
+  CHECK(second->no_progress_timeout == absl::Seconds(2.5));
   CHECK(second->timeline == "/tmp/t.json");
   CHECK(second->timeline_max_bytes == 524288);
   CHECK(second->timeline_queue_events == 16);

@@ -661,7 +661,7 @@ TEST_CASE("an asynchronous NCCL error fails every pending op and aborts the comm
 TEST_CASE("a GPU batch that never completes times out on every rank", "[runtime][gpu]") {
   Failures f;
   Config config = testing::FastCycleConfig();
-  config.gpu_op_timeout = absl::Milliseconds(300);
+  config.no_progress_timeout = absl::Milliseconds(300);
   RunGpuRanks(
       2,
       [&](GpuRank& me) {
@@ -672,8 +672,14 @@ TEST_CASE("a GPU batch that never completes times out on every rank", "[runtime]
         f.Check(h.ok(), "enqueue");
         if (!h.ok()) return;
         absl::Status s = me.runtime->Wait(*h);
-        f.Check(absl::IsUnavailable(s) && absl::StrContains(s.message(), "'stuck'") &&
-                    (absl::StrContains(s.message(), "CHORUS_GPU_OP_TIMEOUT_SECONDS") ||
+        // The no-progress report, as the MPI and UCX paths give it (or the other rank's).
+        const std::string report =
+            absl::StrCat("rank ", me.rank, ": no progress for 300ms: the NCCL work on GPU 0",
+                         " has not completed, running allreduce of 'stuck'; it waits on rank ",
+                         1 - me.rank, ". ");
+        f.Check(absl::IsUnavailable(s) &&
+                    ((absl::StrContains(s.message(), report) &&
+                      absl::StrContains(s.message(), "CHORUS_NO_PROGRESS_TIMEOUT_SECONDS")) ||
                      absl::StrContains(s.message(), "GPU data plane of another rank failed")),
                 s.ToString());
         f.Check(me.gpu->counters().communicators_aborted == 1, "communicator aborted");
