@@ -13,10 +13,14 @@
 // every later one fails with Unavailable naming the batch and the cause, and failure() reports it,
 // so that the background loop stops and fails everything else pending with the same status.
 //
-// Batches complete in any order (different streams progress independently). Callbacks run on
-// the completion thread, through `deliver`.
+// The background loop parks the batches it launches in a cycle and settles them at the cycle's
+// end (Park, Settle): a batch whose device work is done by then (a small one, on a fast device)
+// completes on the loop thread, without waking this thread; the others are handed to it.
 //
-// Thread-safety: thread-safe. Push and Drain are called by the background thread; Fail and
+// Batches complete in any order (different streams progress independently). Callbacks run on
+// the completion thread, or on the loop's for a batch settled done, through `deliver`.
+//
+// Thread-safety: thread-safe. Park, Settle and Drain are called by the background thread; Fail and
 // failure() by any thread.
 #ifndef CHORUS_RUNTIME_GPU_GPU_COMPLETION_QUEUE_H_
 #define CHORUS_RUNTIME_GPU_GPU_COMPLETION_QUEUE_H_
@@ -52,11 +56,17 @@ class GpuCompletionQueue {
   GpuCompletionQueue& operator=(const GpuCompletionQueue&) = delete;
 
   // Queues on `stream`, behind `batch`'s work, the host callback that wakes the completion
-  // thread; sets batch.wakes when the platform took it. Call before Push.
+  // thread; sets batch.wakes when the platform took it. Call before Park.
   void ArmWake(GpuBatch& batch, ops::gpu::StreamHandle stream);
-  // Hands a launched batch over. After a failure the batch fails at once.
-  void Push(GpuBatch batch) ABSL_LOCKS_EXCLUDED(mu_);
-  // Blocks until every pushed batch has completed or failed.
+  // Hands a launched batch over, to be settled (below) by the caller before it sleeps; the
+  // completion thread does not know of it until then. The background loop parks the batches it
+  // launches in a cycle and settles them at the cycle's end.
+  void Park(GpuBatch batch) ABSL_LOCKS_EXCLUDED(mu_);
+  // The parked batches: those whose device work is already done complete here, on the calling
+  // thread (a batch whose device work ended within the cycle costs no hand-off to the
+  // completion thread and no wake-up of it); the rest go to the completion thread.
+  void Settle() ABSL_LOCKS_EXCLUDED(mu_);
+  // Blocks until every pushed or parked batch has completed or failed (settles first).
   void Drain() ABSL_LOCKS_EXCLUDED(mu_);
   // Makes the data plane fail with `status` (the first failure wins): aborts the
   // communicators and fails what is in flight. Does not wait.
@@ -74,7 +84,7 @@ class GpuCompletionQueue {
   // Records the first failure and aborts the communicators (once).
   void SetFailure(absl::Status status) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // What wakes the completion thread: Push, Fail, the destructor and the device's host
+  // What wakes the completion thread: Settle, Fail, the destructor and the device's host
   // callbacks ring it. Shared with the callbacks, which may run after the queue is gone.
   class Doorbell;
   static void RingFromDevice(void* doorbell);
@@ -87,7 +97,8 @@ class GpuCompletionQueue {
   mutable Mutex mu_;
   std::condition_variable cv_;  // "nothing in flight", for Drain
   std::vector<GpuBatch> incoming_ ABSL_GUARDED_BY(mu_);
-  int64_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;  // pushed and not yet finished
+  std::vector<GpuBatch> parked_ ABSL_GUARDED_BY(mu_);  // Park'ed, not yet settled
+  int64_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;         // pushed or parked and not yet finished
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
   bool aborted_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;

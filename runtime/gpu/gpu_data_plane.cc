@@ -397,6 +397,8 @@ void GpuDataPlane::AbortAll() {
 
 void GpuDataPlane::Fail(absl::Status status) { completions_->Fail(std::move(status)); }
 
+void GpuDataPlane::Settle() { completions_->Settle(); }
+
 absl::StatusOr<void*> GpuDataPlane::FusionBuffer(Lane& lane, int64_t bytes) {
   if (bytes <= lane.fusion_bytes) return lane.fusion;
   // Grow to at least the fusion threshold. Freeing the old buffer waits for the device, which
@@ -611,7 +613,7 @@ absl::Status GpuDataPlane::Launch(const Response& response, int32_t set_id,
     return absl::OkStatus();
   }
   DropJoinedSlots(batch);
-  completions_->Push(std::move(batch));
+  completions_->Park(std::move(batch));  // settled at the end of the loop's cycle
   return absl::OkStatus();
 }
 

@@ -73,6 +73,10 @@ class GpuDataPlane {
   // Aborts the communicators and fails everything in flight with `status` (the runtime is
   // stopping after another failure).
   void Fail(absl::Status status);
+  // Hands the batches launched since the last call to the completion thread, completing here
+  // those whose device work is done already (GpuCompletionQueue::Settle). The loop calls it at
+  // the end of each cycle, before it sleeps.
+  void Settle();
   // OK until the GPU data plane failed.
   absl::Status failure() const { return completions_->failure(); }
 

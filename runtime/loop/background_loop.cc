@@ -579,6 +579,9 @@ absl::Status BackgroundLoop::RunCycle(bool* stop) {
   // 5. Put the newly negotiated responses into the cache.
   UpdateCache(negotiated, locals, local_slots);
   FlushCompletions();  // e.g. a second join refused while taking new entries
+  // The GPU batches launched in this cycle: those already done complete here, the rest wait on
+  // the completion thread.
+  if (gpu_ != nullptr) gpu_->Settle();
   timeline_->EndCycle();
   if (bits_.any(CacheBitVector::kShutdown)) {
     shutdown_ranks_ = bits_.ShutdownRanks();

@@ -41,7 +41,8 @@ struct Record {
 };
 
 template <typename F>
-void RunRanks(int n, F fn, std::vector<std::vector<std::vector<int32_t>>> sets_per_rank = {}) {
+void RunCreatedRanks(int n, F fn,
+                     std::vector<std::vector<std::vector<int32_t>>> sets_per_rank = {}) {
   testing::InProcessFabric fabric(n);
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r) {
@@ -59,7 +60,7 @@ void RunRanks(int n, F fn, std::vector<std::vector<std::vector<int32_t>>> sets_p
 TEST_CASE("a cached op submitted after a world join meets the requests left before it",
           "[runtime][join]") {
   Record rec;
-  RunRanks(3, [&](int rank, absl::StatusOr<std::unique_ptr<Runtime>>& created) {
+  RunCreatedRanks(3, [&](int rank, absl::StatusOr<std::unique_ptr<Runtime>>& created) {
     rec.Check(created.ok(), created.status().ToString());
     if (!created.ok()) return;
     Runtime& rt = **created;
@@ -101,7 +102,7 @@ TEST_CASE("a cached op submitted after a world join meets the requests left befo
 
 TEST_CASE("joined ranks contribute the identity of min, max and product", "[runtime][join]") {
   Record rec;
-  RunRanks(2, [&](int rank, absl::StatusOr<std::unique_ptr<Runtime>>& created) {
+  RunCreatedRanks(2, [&](int rank, absl::StatusOr<std::unique_ptr<Runtime>>& created) {
     rec.Check(created.ok(), created.status().ToString());
     if (!created.ok()) return;
     Runtime& rt = **created;
@@ -133,7 +134,7 @@ TEST_CASE("join completes on every rank whatever each rank named it; one join at
   // cannot complete, so the second one always finds it in flight.
   std::promise<void> refused;
   std::shared_future<void> refused_seen = refused.get_future().share();
-  RunRanks(2, [&](int rank, absl::StatusOr<std::unique_ptr<Runtime>>& created) {
+  RunCreatedRanks(2, [&](int rank, absl::StatusOr<std::unique_ptr<Runtime>>& created) {
     rec.Check(created.ok(), created.status().ToString());
     if (!created.ok()) {
       if (rank == 0) refused.set_value();
@@ -161,36 +162,37 @@ TEST_CASE("join completes on every rank whatever each rank named it; one join at
 TEST_CASE("init-time process sets that differ between ranks fail init on every rank",
           "[runtime][process_set]") {
   Record rec;
-  RunRanks(2,
-           [&](int rank, absl::StatusOr<std::unique_ptr<Runtime>>& created) {
-             rec.Check(absl::IsInvalidArgument(created.status()),
-                       absl::StrCat("rank ", rank, ": ", created.status().ToString()));
-             // The rank whose sets differ from rank 0's says how; the others point at it.
-             rec.Check(absl::StrContains(created.status().message(),
-                                         rank == 1 ? "differ"
-                                                   : "chorus init failed on rank 1 (rank 0 is "
-                                                     "fine): its runtime could not start"),
-                       std::string(created.status().message()));
-           },
-           {{{0, 1}}, {}});
+  RunCreatedRanks(2,
+                  [&](int rank, absl::StatusOr<std::unique_ptr<Runtime>>& created) {
+                    rec.Check(absl::IsInvalidArgument(created.status()),
+                              absl::StrCat("rank ", rank, ": ", created.status().ToString()));
+                    // The rank whose sets differ from rank 0's says how; the others point at it.
+                    rec.Check(
+                        absl::StrContains(created.status().message(),
+                                          rank == 1 ? "differ"
+                                                    : "chorus init failed on rank 1 (rank 0 is "
+                                                      "fine): its runtime could not start"),
+                        std::string(created.status().message()));
+                  },
+                  {{{0, 1}}, {}});
   for (const std::string& f : rec.failures) FAIL_CHECK(f);
 }
 
 TEST_CASE("init-time process sets with invalid ranks fail init on every rank",
           "[runtime][process_set]") {
   Record rec;
-  RunRanks(2,
-           [&](int rank, absl::StatusOr<std::unique_ptr<Runtime>>& created) {
-             rec.Check(absl::IsInvalidArgument(created.status()),
-                       absl::StrCat("rank ", rank, ": ", created.status().ToString()));
-             // Every rank sees the problem itself (the sets agree), so every rank names it.
-             rec.Check(
-                 absl::StrContains(created.status().message(),
-                                   "process set 2: process set ranks [0, 2] must be non-empty, "
-                                   "ascending, unique world ranks below 2"),
-                 std::string(created.status().message()));
-           },
-           {{{0, 1}, {0, 2}}, {{0, 1}, {0, 2}}});
+  RunCreatedRanks(
+      2,
+      [&](int rank, absl::StatusOr<std::unique_ptr<Runtime>>& created) {
+        rec.Check(absl::IsInvalidArgument(created.status()),
+                  absl::StrCat("rank ", rank, ": ", created.status().ToString()));
+        // Every rank sees the problem itself (the sets agree), so every rank names it.
+        rec.Check(absl::StrContains(created.status().message(),
+                                    "process set 2: process set ranks [0, 2] must be non-empty, "
+                                    "ascending, unique world ranks below 2"),
+                  std::string(created.status().message()));
+      },
+      {{{0, 1}, {0, 2}}, {{0, 1}, {0, 2}}});
   for (const std::string& f : rec.failures) FAIL_CHECK(f);
 }
 

@@ -15,7 +15,8 @@
 //
 // Thread-safety: every function here is thread-safe. Enqueue never blocks on the network; Wait
 // blocks the calling thread only. Callbacks run on the background thread (GPU ops: on the GPU
-// completion thread) and must not block or call Wait.
+// completion thread, or on the background thread when the device work was done by the end of the
+// cycle that launched it) and must not block or call Wait.
 #ifndef CHORUS_CHORUS_H_
 #define CHORUS_CHORUS_H_
 
