@@ -598,6 +598,12 @@ absl::Status ReadVariables(const Config::Lookup& lookup, Config* config,
           absl::InvalidArgumentError(absl::StrCat(read_name, "=\"", value, "\": ", var.expected));
     }
   }
+  // Retired: one bound for every transport (Note [No-progress bound]).
+  if (first_error.ok() && get("CHORUS_GPU_OP_TIMEOUT_SECONDS") != nullptr) {
+    first_error = absl::InvalidArgumentError(
+        "CHORUS_GPU_OP_TIMEOUT_SECONDS is replaced by CHORUS_NO_PROGRESS_TIMEOUT_SECONDS, which "
+        "bounds GPU batches as it bounds MPI and UCX calls: set that instead");
+  }
   return first_error;
 }
 
@@ -607,14 +613,6 @@ absl::StatusOr<Config> Config::FromEnvironment(const Lookup& lookup) {
   Config config;
   std::map<absl::string_view, const char*> read_as;
   CHORUS_RETURN_IF_ERROR(ReadVariables(lookup, &config, &read_as));
-  // Retired: one bound for every transport (Note [No-progress bound]).
-  const char* retired =
-      lookup ? lookup("CHORUS_GPU_OP_TIMEOUT_SECONDS") : ::getenv("CHORUS_GPU_OP_TIMEOUT_SECONDS");
-  if (retired != nullptr) {
-    return absl::InvalidArgumentError(
-        "CHORUS_GPU_OP_TIMEOUT_SECONDS is replaced by CHORUS_NO_PROGRESS_TIMEOUT_SECONDS, which "
-        "bounds GPU batches as it bounds MPI and UCX calls: set that instead");
-  }
   CHORUS_RETURN_IF_ERROR(CheckNoProgressTimeout(config, read_as));
   return config;
 }

@@ -40,7 +40,8 @@ struct GpuBatch {
   // Device buffers used only by this batch, freed once it is done.
   std::vector<void*> scratch;
   // Past this, the batch is declared stuck (Config::no_progress_timeout from its launch), with
-  // this report (DescribeNoProgress; Note [No-progress bound]).
+  // this report (DescribeNoProgress; Note [No-progress bound]): its rank, bound and peers are set
+  // at the launch, what did not complete (the device) and the work (`what`) only then.
   absl::Time deadline = absl::InfiniteFuture();
   NoProgressReport stuck;
   // Once the data plane failed: how long the batch may still wait for its queued device work

@@ -94,29 +94,31 @@ void GpuCompletionQueue::Park(GpuBatch batch) {
 }
 
 void GpuCompletionQueue::Settle() {
-  std::vector<GpuBatch> parked;
   {
     MutexLock lock(&mu_);
     if (parked_.empty()) return;
-    parked.swap(parked_);
+    settling_.swap(parked_);  // parked_ takes settling_'s empty buffer
   }
+  // Poll completes a batch that is done (or fails one after a failure), as the thread would;
+  // the others stay, in order, at the front.
   int64_t finished = 0;
-  std::vector<GpuBatch> waiting;
-  for (GpuBatch& batch : parked) {
-    // Poll completes a batch that is done (or fails one after a failure), as the thread would.
+  size_t waiting = 0;
+  for (GpuBatch& batch : settling_) {
     if (Poll(batch)) {
       ++finished;
     } else {
-      waiting.push_back(std::move(batch));
+      if (&batch != &settling_[waiting]) settling_[waiting] = std::move(batch);
+      ++waiting;
     }
   }
   {
     MutexLock lock(&mu_);
     in_flight_ -= finished;
-    for (GpuBatch& batch : waiting) incoming_.push_back(std::move(batch));
+    for (size_t i = 0; i < waiting; ++i) incoming_.push_back(std::move(settling_[i]));
   }
+  settling_.clear();
   if (finished > 0) cv_.notify_all();
-  if (!waiting.empty()) doorbell_->Ring();
+  if (waiting > 0) doorbell_->Ring();
 }
 
 void GpuCompletionQueue::Drain() {
@@ -224,6 +226,8 @@ bool GpuCompletionQueue::Poll(GpuBatch& batch) {
   }
   if (failed.ok() && absl::Now() > batch.deadline) {
     // The report every transport's no-progress gives (Note [No-progress bound]).
+    batch.stuck.call = absl::StrCat("the NCCL work on GPU ", batch.device);
+    batch.stuck.work = batch.what;
     failed = absl::UnavailableError(
         absl::StrCat(DescribeNoProgress(batch.stuck), " chorus aborted its NCCL communicators."));
   }

@@ -98,7 +98,10 @@ class GpuCompletionQueue {
   std::condition_variable cv_;  // "nothing in flight", for Drain
   std::vector<GpuBatch> incoming_ ABSL_GUARDED_BY(mu_);
   std::vector<GpuBatch> parked_ ABSL_GUARDED_BY(mu_);  // Park'ed, not yet settled
-  int64_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;         // pushed or parked and not yet finished
+  // The batches a Settle works on (the background thread's only: it settles and drains), kept
+  // with parked_'s buffer so that settling a cycle's batches allocates nothing.
+  std::vector<GpuBatch> settling_;
+  int64_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;  // pushed or parked and not yet finished
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
   bool aborted_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;

@@ -599,8 +599,6 @@ absl::Status GpuDataPlane::Launch(const Response& response, int32_t set_id,
     batch.deadline = absl::Now() + bound_;
     batch.stuck.rank = rank_;
     batch.stuck.bound = bound_;
-    batch.stuck.call = absl::StrCat("the NCCL work on GPU ", device);
-    batch.stuck.work = batch.what;
     for (int32_t r : set_ranks) {
       if (r != rank_) batch.stuck.peers.push_back(r);
     }
