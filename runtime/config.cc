@@ -96,6 +96,7 @@ constexpr int64_t kMinPipelineChunkBytes = 4096;
 constexpr int64_t kMaxCacheCapacity = int64_t{1} << 20;
 constexpr int64_t kMaxNcclStreams = 16;
 constexpr int64_t kMaxAutotuneSamples = 1 << 20;
+constexpr int64_t kMaxFlightRecorderEntries = 1000000;
 
 const Variable kVariables[] = {
     {config_names::kFusionThreshold,
@@ -181,6 +182,27 @@ const Variable kVariables[] = {
      "disables the stall inspector",
      [](absl::string_view text, Config* c) { return ParseBool(text, &c->stall_check_disabled); },
      [](const Config& c) { return FormatBool(c.stall_check_disabled); }},
+    {"CHORUS_FLIGHT_RECORDER_ENTRIES",
+     {nullptr, nullptr},
+     "expected an integer number of entries in [0, 1000000]",
+     "collectives (batches) each rank's flight recorder keeps for its dumps; 0 = none",
+     [](absl::string_view text, Config* c) {
+       int64_t value = 0;
+       if (!ParseInt64(text, 0, kMaxFlightRecorderEntries, &value)) return false;
+       c->flight_recorder_entries = static_cast<int32_t>(value);
+       return true;
+     },
+     [](const Config& c) { return absl::StrCat(c.flight_recorder_entries); }},
+    {"CHORUS_FLIGHT_RECORDER_DIR",
+     {nullptr, nullptr},
+     "expected a directory path",
+     "where each rank writes its flight recorder dump (rank<N>.json); empty: chorus-flight under "
+     "$TMPDIR or /tmp",
+     [](absl::string_view text, Config* c) {
+       c->flight_recorder_dir = std::string(text);
+       return true;
+     },
+     [](const Config& c) { return c.flight_recorder_dir; }},
     {"CHORUS_IDLE_CYCLE_MS",
      {nullptr, nullptr},
      "expected a positive number of milliseconds",

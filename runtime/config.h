@@ -49,8 +49,6 @@ struct Config {
   // set; fused batches take them in turn, so consecutive batches may overlap on the device.
   // CHORUS_NUM_NCCL_STREAMS (HOROVOD_NUM_NCCL_STREAMS). Default 1, at most 16.
   int32_t num_nccl_streams = 1;
-  // Seconds a launched GPU batch may take before it is declared stuck: its communicators are
-  // aborted and every pending op fails with Unavailable; 0 = never.
   // Seconds after which the coordinator warns about a tensor some ranks have not submitted;
   // CHORUS_STALL_CHECK_TIME_SECONDS (HOROVOD_STALL_CHECK_TIME_SECONDS). Default 60.
   absl::Duration stall_warning_time = absl::Seconds(60);
@@ -59,6 +57,11 @@ struct Config {
   absl::Duration stall_shutdown_time = absl::ZeroDuration();
   // Disables the stall inspector. CHORUS_STALL_CHECK_DISABLE (HOROVOD_STALL_CHECK_DISABLE).
   bool stall_check_disabled = false;
+  // Note [Flight recorder] (runtime/flight/flight_recorder.h): the batches each rank remembers
+  // (CHORUS_FLIGHT_RECORDER_ENTRIES; default 2048; 0: none, and no dumps), and the directory
+  // its dumps go to (CHORUS_FLIGHT_RECORDER_DIR; empty: chorus-flight under $TMPDIR or /tmp).
+  int32_t flight_recorder_entries = 2048;
+  std::string flight_recorder_dir;
   // How long an idle background loop sleeps between cycles when no rank has work; it wakes
   // at once when work is submitted locally. CHORUS_IDLE_CYCLE_MS. Default 20.
   absl::Duration idle_cycle_time = absl::Milliseconds(20);

@@ -22,14 +22,17 @@ import sys
 import tempfile
 
 # Folder -> the other folders its code may use; None: anything. "api" is the public API, the
-# headers reached as chorus/...: runtime/include/chorus/ (chorus.h, c_api.h) and
-# base/include/chorus/types.h. A folder may always use itself. elastic/ holds the pure policies
-# of MPI-less jobs over plain types; launcher/ (chorusrun) applies them.
+# headers of include/chorus/ reached as chorus/... (chorus.h, c_api.h, types.h); each belongs to
+# the folder that implements it (PUBLIC_HEADER_OWNER), so that a folder may use one it could
+# use anyway (types.h is base's vocabulary) and one that may use "api" may use them all. A
+# folder may always use itself. elastic/ holds the pure policies of MPI-less jobs over plain
+# types; launcher/ (chorusrun) applies them.
 MAY_USE = {
     'base': set(),
     'proto': set(),
     'ops': {'base'},
     'timeline': {'base'},
+    'include': set(),  # walked for its headers; each is judged as its owner's (folder_of)
     'runtime': {'base', 'proto', 'ops', 'timeline'},
     'elastic': {'base'},
     'launcher': {'base', 'proto', 'elastic'},
@@ -38,7 +41,10 @@ MAY_USE = {
     'test': None,
     'examples': None,
 }
-PUBLIC_INCLUDE_DIRS = ('base/include', 'runtime/include')
+PUBLIC_INCLUDE_DIRS = ('include',)
+# The folder whose code implements a public header (the rest: runtime/, whose libchorus.so is
+# the C ABI).
+PUBLIC_HEADER_OWNER = {'include/chorus/types.h': 'base'}
 
 # The ops headers the runtime may include (ops/README.md says why each is an interface).
 OPS_INTERFACE = (
@@ -76,6 +82,9 @@ def layer_of(path):
 
 
 def folder_of(path):
+    """The folder a path belongs to (a public header: the folder that implements it)."""
+    if layer_of(path) == 'api':
+        return PUBLIC_HEADER_OWNER.get(path, 'runtime')
     return path.split('/', 1)[0]
 
 
@@ -97,6 +106,8 @@ def resolve(root, source, name):
 def allowed(user_path, used_path, include=True):
     """None if `user_path` may use `used_path` (an #include of it, else a CMake link or path),
     else why not."""
+    if not include and used_path.rstrip('/') in PUBLIC_INCLUDE_DIRS:
+        return None  # the folder of the public headers: each #include of one is judged alone
     user = folder_of(user_path)
     may = MAY_USE.get(user)
     if may is None:
@@ -178,15 +189,17 @@ def check(root):
 def self_test():
     """The check catches a planted upward reach of each kind, and passes a clean tree."""
     clean = {
-        'base/include/chorus/types.h': '',
+        'include/chorus/types.h': '',
         'base/mutex.h': '#include "chorus/types.h"\n',
-        'base/CMakeLists.txt': 'add_library(chorus_base STATIC x.cc)\n',
+        'base/CMakeLists.txt': 'add_library(chorus_base STATIC x.cc)\n'
+                               'target_include_directories(chorus_base PUBLIC '
+                               '${PROJECT_SOURCE_DIR}/include)\n',
         'ops/collective_backend.h': '#include "base/mutex.h"\n#include <mpi.h>\n',
         'ops/cuda/cuda_platform.h': '#include "ops/gpu_platform.h"\n',
         'ops/CMakeLists.txt': 'add_library(chorus_ops STATIC x.cc)\n'
                               'target_link_libraries(chorus_ops PUBLIC chorus_base absl::status)\n',
         'timeline/timeline.h': '#include "base/mutex.h"\n',
-        'runtime/include/chorus/chorus.h': '#include "chorus/types.h"\n',
+        'include/chorus/chorus.h': '#include "chorus/types.h"\n',
         'runtime/execute/executor.cc': '#include "ops/collective_backend.h"\n#include "timeline/timeline.h"\n'
                                '#include "absl/status/status.h"\n',
         'runtime/CMakeLists.txt': 'add_library(chorus_core STATIC x.cc)\n'
@@ -215,8 +228,8 @@ def self_test():
         'timeline/trace.h': ('#include "runtime/message.h"\n', 'timeline/trace.h:1'),
         'timeline/t.cc': ('#include "ops/collective_backend.h"\n', 'timeline/t.cc:1'),
         'runtime/gpu.cc': ('#include "ops/cuda/cuda_platform.h"\n', 'runtime/gpu.cc:1'),
-        'runtime/include/chorus/c_api.h': ('#include "base/mutex.h"\n',
-                                           'runtime/include/chorus/c_api.h:1'),
+        'include/chorus/c_api.h': ('#include "base/mutex.h"\n', 'include/chorus/c_api.h:1'),
+        'base/types.cc': ('#include "chorus/chorus.h"\n', 'base/types.cc:1'),
         'launcher/main.cc': ('#include "chorus/chorus.h"\n', 'launcher/main.cc:1'),
         'elastic/blacklist.cc': ('#include "runtime/runtime.h"\n', 'elastic/blacklist.cc:1'),
         'elastic/host_set.h': ('#include "launcher/hosts/hosts.h"\n', 'elastic/host_set.h:1'),

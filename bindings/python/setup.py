@@ -53,8 +53,9 @@ class CMakeBuild(build_py):
         os.makedirs(os.path.join(package_dst, "bin"))
         shutil.copy2(os.path.join(build_dir, "launcher", "chorusrun"),
                      os.path.join(package_dst, "bin", "chorusrun"))
-        shutil.copy2(os.path.join(ROOT, "timeline", "tools", "chorus_timeline.py"),
-                     os.path.join(package_dst, "bin", "chorus_timeline.py"))
+        for tool in ("chorus_timeline.py", "chorus_flight.py"):
+            shutil.copy2(os.path.join(ROOT, "timeline", "tools", tool),
+                         os.path.join(package_dst, "bin", tool))
         # The extension needs libchorus.so.<major> (its soname), next to it.
         for lib in glob.glob(os.path.join(build_dir, "runtime", "libchorus.so.*")):
             if not os.path.islink(lib):

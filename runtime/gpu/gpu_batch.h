@@ -8,6 +8,7 @@
 #ifndef CHORUS_RUNTIME_GPU_GPU_BATCH_H_
 #define CHORUS_RUNTIME_GPU_GPU_BATCH_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,6 +24,8 @@ namespace chorus::runtime {
 
 struct GpuBatch {
   int device = 0;
+  // The batch's flight record (FlightRecorder::Begin; -1: none), ended when it is delivered.
+  int64_t flight_token = -1;
   // Recorded on the chorus stream after the batch's last work (copy-out): done means every
   // output is final on the device.
   ops::gpu::EventHandle done = nullptr;

@@ -252,7 +252,7 @@ void GpuCompletionQueue::Finish(GpuBatch& batch, const absl::Status& status) {
   if (!status.ok()) {
     for (OpResult& result : batch.results) result = StatusResult(status);
   }
-  deliver_(&batch.entries, &batch.results);
+  deliver_(&batch.entries, &batch.results, batch.flight_token);
 }
 
 }  // namespace chorus::runtime

@@ -26,6 +26,7 @@
 #define CHORUS_RUNTIME_GPU_GPU_COMPLETION_QUEUE_H_
 
 #include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <thread>
@@ -41,10 +42,10 @@ namespace chorus::runtime {
 
 class GpuCompletionQueue {
  public:
-  // Completes entries: forgets their names, runs their callbacks, completes their handles.
-  // Empties both vectors.
+  // Completes a batch's entries: forgets their names, runs their callbacks, completes their
+  // handles; ends the batch's flight record (GpuBatch::flight_token). Empties both vectors.
   using DeliverFn = std::function<void(std::vector<std::unique_ptr<TensorEntry>>* entries,
-                                       std::vector<OpResult>* results)>;
+                                       std::vector<OpResult>* results, int64_t flight_token)>;
   // Aborts every communicator of the data plane (GpuCommunicator::Abort is thread-safe).
   using AbortFn = std::function<void()>;
 

@@ -513,8 +513,9 @@ absl::Status GpuDataPlane::Launch(const Response& response, int32_t set_id,
                                   ops::CollectiveBackend& set_backend,
                                   const std::vector<int32_t>& set_ranks,
                                   std::vector<std::unique_ptr<TensorEntry>> entries,
-                                  ops::HierarchicalBackend* hierarchy) {
+                                  ops::HierarchicalBackend* hierarchy, int64_t flight_token) {
   GpuBatch batch;
+  batch.flight_token = flight_token;
   batch.what = Describe(response);
   // The device: this rank's tensors'. A joined rank holds none: it uses the GPU its lanes run
   // on, or rank 0's ordinal before it has any.
@@ -631,7 +632,7 @@ void GpuDataPlane::DropJoinedSlots(GpuBatch& batch) {
 void GpuDataPlane::DeliverFailed(GpuBatch& batch, const absl::Status& status) {
   DropJoinedSlots(batch);
   for (OpResult& r : batch.results) r = StatusResult(status);
-  deliver_(&batch.entries, &batch.results);
+  deliver_(&batch.entries, &batch.results, batch.flight_token);
 }
 
 }  // namespace chorus::runtime

@@ -54,6 +54,7 @@ class GpuDataPlane {
   // (through `deliver`): later by the completion thread, or before returning on error.
   // A non-OK status is a failure of the set's CPU backend (fatal, as on the CPU path).
   // `hierarchy`: the set's hierarchical CPU backend (whose modes are this batch's), or null.
+  // `flight_token`: the batch's flight record (FlightRecorder::Begin), passed to `deliver`.
   // An allreduce ChooseAllreduce makes hierarchical runs as NCCL reduce-scatter within the
   // host, NCCL allreduce across hosts and NCCL allgather within the host, on the lane's local
   // and cross communicators (joined over the hierarchy's local and cross CPU backends on its
@@ -64,7 +65,7 @@ class GpuDataPlane {
   absl::Status Launch(const Response& response, int32_t set_id, ops::CollectiveBackend& set_backend,
                       const std::vector<int32_t>& set_ranks,
                       std::vector<std::unique_ptr<TensorEntry>> entries,
-                      ops::HierarchicalBackend* hierarchy = nullptr);
+                      ops::HierarchicalBackend* hierarchy = nullptr, int64_t flight_token = -1);
 
   // Process set `set_id` is being removed (at the same point of the global order on every
   // member): waits for the batches in flight, then destroys the set's lanes.

@@ -63,6 +63,7 @@ BackgroundLoop::BackgroundLoop(Config config, std::unique_ptr<Controller> contro
       timeline_(timeline),
       gpu_platform_(std::move(gpu_platform)),
       stall_policy_(StallPolicyFor(config_)),
+      flight_(config_.flight_recorder_entries),
       tracer_(timeline),
       autotune_memory_(autotune_memory) {}
 
@@ -95,7 +96,10 @@ void BackgroundLoop::ThreadMain(std::vector<std::vector<int32_t>> process_sets) 
   }
   // Note [No-progress bound] (runtime/progress/progress_watchdog.h): from the first cycle on.
   watchdog_ = controller_->progress_watchdog();
-  if (watchdog_ != nullptr) watchdog_->Arm([this] { return DescribeWork(); });
+  if (watchdog_ != nullptr) {
+    watchdog_->Arm([this] { return DescribeWork(); },
+                   [this](const std::string& report) { DumpFlight(report, /*loud=*/true); });
+  }
 
   bool stop = false;
   while (!stop) {
@@ -108,6 +112,7 @@ void BackgroundLoop::ThreadMain(std::vector<std::vector<int32_t>> process_sets) 
         CHORUS_LOG(WARNING) << "background loop stopped: " << status;
       } else {
         CHORUS_LOG(ERROR) << "background loop stopped: " << status;
+        DumpFlight(std::string(status.message()), /*loud=*/true);
       }
       queue_->Fail(absl::StrCat("chorus stopped after a failure: ", status.ToString()));
       if (gpu_ != nullptr) {
@@ -582,6 +587,10 @@ absl::Status BackgroundLoop::RunCycle(bool* stop) {
   // The GPU batches launched in this cycle: those already done complete here, the rest wait on
   // the completion thread.
   if (gpu_ != nullptr) gpu_->Settle();
+  if (!dump_reason_.empty()) {
+    DumpFlight(dump_reason_, dump_loud_);
+    dump_reason_.clear();
+  }
   timeline_->EndCycle();
   if (bits_.any(CacheBitVector::kShutdown)) {
     shutdown_ranks_ = bits_.ShutdownRanks();
@@ -608,6 +617,7 @@ bool BackgroundLoop::ReportStalls(absl::Time now) {
   last_stall_check_ = now;
   for (const StallReport& report : coordinator_->CheckStalls(now)) {
     CHORUS_LOG(WARNING) << DescribeStall(report, config_);
+    stall_dump_ = true;  // every rank dumps after the next exchange (Note [Flight recorder])
   }
   return stall_policy_.shutdown_rounds && coordinator_->HasPending();
 }
@@ -628,11 +638,16 @@ absl::Status BackgroundLoop::ExchangeBits(const std::vector<int32_t>& invalid_bi
   if (stall_round) flags |= CacheBitVector::kStallRound;
   if (!gpu_failure.ok()) flags |= CacheBitVector::kGpuFailed;
   if (autotuner_ != nullptr && autotuner_->has_update()) flags |= CacheBitVector::kAutotune;
+  if (std::exchange(stall_dump_, false)) flags |= CacheBitVector::kFlightDump;
   bits_.Begin(flags);
   waiters_.ForEach([&](int32_t bit, TensorEntry*) { bits_.Hold(bit); });
   for (int32_t bit : invalid_bits) bits_.Invalidate(bit);
   CHORUS_RETURN_IF_ERROR(controller_->AllreduceBitAnd(bits_.Pack()));
   bits_.Unpack();
+  if (bits_.any(CacheBitVector::kFlightDump) && flight_.enabled()) {
+    dump_reason_ = "the stall inspector on rank 0 reported ops that some ranks have not submitted";
+    dump_loud_ = true;
+  }
   if (bits_.any(CacheBitVector::kGpuFailed)) {
     if (!gpu_failure.ok()) return gpu_failure;
     return absl::UnavailableError(

@@ -64,6 +64,7 @@
 #include "runtime/config.h"
 #include "runtime/controller.h"
 #include "runtime/execute/executor.h"
+#include "runtime/flight/flight_recorder.h"
 #include "runtime/gpu/gpu_data_plane.h"
 #include "runtime/loop/cycle_policy.h"
 #include "runtime/loop/cycle_tracer.h"
@@ -273,6 +274,11 @@ class BackgroundLoop {
   // A transport's own no-progress error (ops/no_progress.h) as the watchdog's report
   // (DescribeNoProgress, naming DescribeWork); any other status unchanged.
   absl::Status ReportNoProgress(absl::Status status) const;
+  // Note [Flight recorder]: writes this rank's dump (its records, the ops pending here, on rank
+  // 0 the coordinator's waiting ops) and logs where it went, at WARNING (else INFO when not
+  // `loud`). Nothing when the recorder is off. Runs on the loop thread, or on the watchdog's
+  // while the loop thread is inside a watched call (as DescribeWork).
+  void DumpFlight(const std::string& reason, bool loud) const;
 
   Config config_;
   SharedConfig shared_;
@@ -346,6 +352,18 @@ class BackgroundLoop {
   std::vector<int> shutdown_ranks_;
   std::vector<std::string> shutdown_causes_;
   Counters counters_;
+  // Note [Flight recorder]: the batches this rank ran; the number of the next planned batch (the
+  // same on every rank); a dump asked for in this cycle, written at its end (why, and whether
+  // to log it as a warning); rank 0: a stall was reported, every rank dumps after the next bit
+  // exchange (CacheBitVector::kFlightDump); whether this world dumped for a failed batch yet
+  // (only its first).
+  FlightRecorder flight_;
+  int64_t batches_ = 0;
+  int64_t flight_token_ = -1;  // the record of the batch being executed (-1: none)
+  std::string dump_reason_;
+  bool dump_loud_ = false;
+  bool stall_dump_ = false;
+  bool dumped_failed_batch_ = false;
   // Completions of the current response, flushed together (one lock per table, not per op).
   std::vector<std::unique_ptr<TensorEntry>> completed_;
   std::vector<OpResult> completed_results_;

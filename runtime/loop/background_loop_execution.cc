@@ -53,9 +53,26 @@ absl::Status BackgroundLoop::PlanAndExecute(const ResponseList& negotiated) {
       }
       tracer_.Start(response, response_entries_);
     }
+    // Note [Flight recorder]: every rank numbers every planned batch; it records those it takes
+    // part in (its set's, and failed ones, which every rank delivers).
+    const int64_t batch = batches_++;
+    flight_token_ = -1;
+    if (flight_.enabled() && (response.is_error() || Backend(response.process_set_id) != nullptr)) {
+      flight_token_ = flight_.Begin(
+          response, batch, counters_.cycles.load(std::memory_order_relaxed) - 1,
+          /*launched=*/response.device != kCpuDevice && !response.is_error(), absl::Now());
+    }
     executing_ = &response;
     const absl::Status status = ExecuteResponse(response, sources);
     executing_ = nullptr;
+    if (flight_token_ >= 0 &&
+        (response.device == kCpuDevice || response.is_error() || !status.ok())) {
+      flight_.End(flight_token_, response.is_error() ? response.status() : status, absl::Now());
+    }
+    if (response.is_error() && !dumped_failed_batch_ && flight_.enabled()) {
+      dumped_failed_batch_ = true;  // the first failed batch of this world, on every rank
+      dump_reason_ = absl::StrCat("batch ", batch, " failed: ", response.error_message);
+    }
     tracer_.Executed(response, Backend(response.process_set_id));
     FlushCompletions();
     tracer_.Completed(response);
@@ -313,9 +330,18 @@ void BackgroundLoop::FlushCompletions() {
 absl::Status BackgroundLoop::LaunchOnGpu(const Response& response, ProcessSet& set,
                                          std::vector<std::unique_ptr<TensorEntry>> owned) {
   if (gpu_ == nullptr) {
-    // Runs on the GPU completion thread: only thread-safe state (queue, handles).
+    // Runs on the GPU completion thread: only thread-safe state (queue, handles, the flight
+    // recorder).
     auto deliver = [this](std::vector<std::unique_ptr<TensorEntry>>* done,
-                          std::vector<OpResult>* results) {
+                          std::vector<OpResult>* results, int64_t flight_token) {
+      absl::Status status;
+      for (const OpResult& result : *results) {
+        if (!result.status.ok()) {
+          status = result.status;
+          break;
+        }
+      }
+      flight_.End(flight_token, status, absl::Now());
       DeliveryScratch scratch;
       Deliver(done, results, &scratch);
     };
@@ -323,7 +349,7 @@ absl::Status BackgroundLoop::LaunchOnGpu(const Response& response, ProcessSet& s
                                           topology_.rank, std::move(deliver));
   }
   return gpu_->Launch(response, response.process_set_id, *set.backend, set.ranks, std::move(owned),
-                      set.hierarchy);
+                      set.hierarchy, flight_token_);
 }
 
 void BackgroundLoop::FailAllPending(const absl::Status& status) {

@@ -49,6 +49,7 @@ class CacheBitVector {
     kGpuFailed = 16,       // this rank's GPU data plane failed: all ranks stop
     kAutotune = 32,        // rank 0 sends new autotune parameters with this cycle's responses
     kShutdownCause = 64,   // a rank shutting down gave a cause (Note [Shutdown causes])
+    kFlightDump = 128,     // rank 0 saw a stall: every rank dumps its flight recorder
   };
 
   // The flags of rank `rank` shutting down: kShutdown, and for a rank below kNamedShutdownRanks

@@ -673,21 +673,36 @@ std::vector<StallReport> Coordinator::CheckStalls(absl::Time now) {
     // (as Horovod's stall inspector): a deadlocked job never goes quiet.
     if (waited <= options_.stall_warning_time) continue;
     if (now - op.last_stall_report < options_.stall_warning_time) continue;
-    StallReport report;
-    for (int32_t r : RequiredRanks(op)) {
-      if (op.requests.count(r) == 0) report.missing_ranks.push_back(r);
-    }
+    StallReport report = ReportOf(op, now);
     if (report.missing_ranks.empty()) continue;  // waits only for a join to complete
-    for (const auto& [rank, request] : op.requests) report.submitted_ranks.push_back(rank);
-    report.name = name;
-    report.type = op.type;
-    report.process_set_id = op.set_id;
-    report.waited = waited;
     report.report_number = ++op.stall_reports;
     op.last_stall_report = now;
     reports.push_back(std::move(report));
   }
   return reports;
+}
+
+std::vector<StallReport> Coordinator::WaitingOps(absl::Time now) const {
+  std::vector<StallReport> reports;
+  for (const auto& [seq, name] : order_) {
+    const Op& op = ops_.at(name);
+    if (!op.held) reports.push_back(ReportOf(op, now));
+  }
+  return reports;
+}
+
+StallReport Coordinator::ReportOf(const Op& op, absl::Time now) const {
+  StallReport report;
+  for (int32_t r : RequiredRanks(op)) {
+    if (op.requests.count(r) == 0) report.missing_ranks.push_back(r);
+  }
+  for (const auto& [rank, request] : op.requests) report.submitted_ranks.push_back(rank);
+  report.name = op.name;
+  report.type = op.type;
+  report.process_set_id = op.set_id;
+  report.waited = now - op.first_seen;
+  report.report_number = op.stall_reports;
+  return report;
 }
 
 }  // namespace chorus::runtime

@@ -81,6 +81,10 @@ class Coordinator {
   // Ops pending longer than the warning time, each reported once (until it completes).
   // Empty when the stall check is disabled.
   std::vector<StallReport> CheckStalls(absl::Time now);
+  // Every op that waits for ranks (not for the rest of its group), in arrival order, as a
+  // report (report_number: the reports CheckStalls made of it so far). For the flight
+  // recorder's dump (runtime/flight/flight_recorder.h); changes nothing.
+  std::vector<StallReport> WaitingOps(absl::Time now) const;
 
   // World ranks that have joined and wait for the others.
   const std::vector<int32_t>& joined_ranks() const;
@@ -117,6 +121,8 @@ class Coordinator {
   bool IsJoined(int32_t rank) const;
   // World ranks whose request `op` needs now (members minus joined ranks).
   std::vector<int32_t> RequiredRanks(const Op& op) const;
+  // The op as a stall report (missing ranks empty: it waits only for a join to complete).
+  StallReport ReportOf(const Op& op, absl::Time now) const;
   bool IsReady(const Op& op) const;
   // Validates a ready op, queues its response (or holds it for its group) and forgets it.
   void MakeReady(const std::string& name);

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 
 namespace chorus::runtime {
 namespace {
@@ -62,10 +63,12 @@ ProgressWatchdog::ProgressWatchdog(Options options) : options_(std::move(options
 
 ProgressWatchdog::~ProgressWatchdog() { Disarm(); }
 
-void ProgressWatchdog::Arm(std::function<std::string()> describe_work) {
+void ProgressWatchdog::Arm(std::function<std::string()> describe_work,
+                           std::function<void(const std::string& report)> before_terminate) {
   {
     MutexLock lock(&mu_);
     describe_work_ = std::move(describe_work);
+    before_terminate_ = std::move(before_terminate);
     stop_ = false;
   }
   foreign_calls_ = 0;
@@ -79,6 +82,7 @@ void ProgressWatchdog::Disarm() {
     MutexLock lock(&mu_);
     stop_ = true;
     describe_work_ = nullptr;
+    before_terminate_ = nullptr;
   }
   wake_.notify_all();
   if (thread_.joinable()) thread_.join();
@@ -117,6 +121,12 @@ NoProgressReport ProgressWatchdog::Report(absl::string_view call, absl::Span<con
 bool ProgressWatchdog::Trip(const std::string& report) {
   if (tripped_) return false;
   tripped_ = true;
+  if (before_terminate_) {
+    before_terminate_(report);
+    // The other ranks blocked in the same call trip within about one check of this one: ending
+    // the job at once (MPI_Abort) would kill them before they leave their account too.
+    absl::SleepFor(CheckEvery(options_));
+  }
   options_.terminate(report);
   return true;
 }

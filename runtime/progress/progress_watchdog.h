@@ -127,8 +127,13 @@ class ProgressWatchdog {
 
   // Starts bounding calls (before: none is) and the watchdog's thread. `describe_work` says
   // what the loop is doing (the ops of the response it executes, or those it negotiates); see
-  // the class comment for when it runs.
-  void Arm(std::function<std::string()> describe_work);
+  // the class comment for when it runs. `before_terminate` (may be empty), called in the same
+  // places before `terminate` with the report, leaves the loop's account of itself (its flight
+  // recorder's dump, Note [Flight recorder]); `terminate` then waits one check interval, so that
+  // ranks blocked in the same call, which trip within about that, leave theirs before this rank
+  // ends the job.
+  void Arm(std::function<std::string()> describe_work,
+           std::function<void(const std::string& report)> before_terminate = nullptr);
   // Stops bounding calls and the thread; `describe_work` is not called any more.
   void Disarm();
 
@@ -175,6 +180,7 @@ class ProgressWatchdog {
   mutable Mutex mu_;
   std::condition_variable wake_;
   std::function<std::string()> describe_work_ ABSL_GUARDED_BY(mu_);
+  std::function<void(const std::string& report)> before_terminate_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   bool tripped_ ABSL_GUARDED_BY(mu_) = false;
   // The open blocking call, if any.

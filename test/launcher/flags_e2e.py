@@ -73,7 +73,10 @@ def check(what, ok, detail=''):
 
 
 def run(chorusrun, args, env=None):
-    e = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT='1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM='1')
+    # The caller's CHORUS_*/HOROVOD_* variables (CHORUS_SKIP_SANITIZERS from scripts/test.sh, say)
+    # stay out: the jobs see only what each check sets.
+    e = {k: v for k, v in os.environ.items() if not k.startswith(('CHORUS_', 'HOROVOD_'))}
+    e.update(OMPI_ALLOW_RUN_AS_ROOT='1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM='1')
     e.update(env or {})
     return subprocess.run([chorusrun] + args, capture_output=True, text=True, timeout=240, env=e,
                           stdin=subprocess.DEVNULL)

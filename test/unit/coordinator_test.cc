@@ -664,6 +664,18 @@ TEST_CASE("Stall warning names submitted and missing ranks, again every warning 
   CHECK(reports[0].report_number == 3);
   CHECK(reports[1].name == "fast");
   CHECK(reports[1].report_number == 2);
+  // The flight recorder's view: every waiting op in arrival order, reports counted, nothing
+  // changed (the next CheckStalls reports as it would have).
+  const std::vector<StallReport> waiting = c.WaitingOps(At(40));
+  REQUIRE(waiting.size() == 2);
+  CHECK(waiting[0].name == "slow");
+  CHECK(waiting[0].submitted_ranks == std::vector<int32_t>{0, 2});
+  CHECK(waiting[0].missing_ranks == std::vector<int32_t>{1, 3});
+  CHECK(waiting[0].waited == absl::Seconds(40));
+  CHECK(waiting[0].report_number == 3);
+  CHECK(waiting[1].name == "fast");
+  CHECK(waiting[1].waited == absl::Seconds(35));
+  CHECK(c.CheckStalls(At(40)).empty());
   // Once it completes it is forgotten.
   c.AddRequests(1, {Req("slow")}, At(41));
   c.AddRequests(3, {Req("slow")}, At(41));

@@ -50,7 +50,8 @@ TEST_CASE(
   std::vector<std::string> delivered_by;
   GpuCompletionQueue queue(
       gpu,
-      [&](std::vector<std::unique_ptr<TensorEntry>>* entries, std::vector<OpResult>* results) {
+      [&](std::vector<std::unique_ptr<TensorEntry>>* entries, std::vector<OpResult>* results,
+          int64_t) {
         std::lock_guard<std::mutex> lock(mu);
         delivered_on.push_back(std::this_thread::get_id());
         delivered_by.push_back(ThreadName());

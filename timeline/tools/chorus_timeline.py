@@ -3,6 +3,7 @@
 
     chorus-timeline merge rank0.json rank1.json ... -o all.json
     chorus-timeline summary trace.json [--json] [--top N]
+    chorus-timeline flight DIR [--json]      (flight recorder dumps: chorus_flight.py)
 
 Input. A trace is a JSON array of Trace Event Format events holding a `chorus_trace` metadata
 event (`"ph": "M"`, args format "chorus-timeline", version 1). A file cut off by a crash (no
@@ -612,7 +613,7 @@ def build_parser():
     parser = argparse.ArgumentParser(
         prog=PROG, description="Merge and summarise chorus timeline traces (format version 1, "
         "docs/timeline.md). Exit codes: 0 ok, 1 bad or refused input, 2 usage error.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{merge,summary}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{merge,summary,flight}")
     merge = sub.add_parser(
         "merge", help="merge per-rank traces into one trace",
         description="Merge per-rank chorus traces into one trace with one process row per rank "
@@ -640,7 +641,30 @@ def build_parser():
     summary.add_argument("--top", type=non_negative, default=10, metavar="N",
                          help="how many slowest op spans to list (default 10)")
     summary.set_defaults(run=run_summary)
+    flight = sub.add_parser(
+        "flight", help="name the rank and tensor where a job's ranks part, from flight recorder "
+        "dumps", description="Read the flight recorder dumps (rank<N>.json) chorus wrote into "
+        "DIR (CHORUS_FLIGHT_RECORDER_DIR; by default chorus-flight under $TMPDIR or /tmp, on "
+        "each host) and print: the rank(s) and tensor to look at first; the ops some ranks "
+        "submitted and others did not; the first collective the ranks did not all complete, "
+        "with who finished it, who is inside it and who never started it; failed collectives; "
+        "and each rank's last completed collective (docs/flight_recorder.md).")
+    flight.add_argument("directory", metavar="DIR", help="directory of rank<N>.json dumps")
+    flight.add_argument("--json", action="store_true",
+                        help="print the analysis as one JSON object (keys: the docstring of "
+                        "chorus_flight.py)")
+    flight.set_defaults(run=run_flight)
     return parser
+
+
+def run_flight(args):
+    # chorus_flight.py is installed beside this script (build/bin, <prefix>/bin, the package).
+    sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
+    import chorus_flight  # pylint: disable=import-outside-toplevel
+    try:
+        return chorus_flight.run(args)
+    except chorus_flight.FlightError as e:
+        raise TraceError(str(e)) from None
 
 
 def main(argv=None):

@@ -1,0 +1,83 @@
+// File: runtime/loop/background_loop_flight.cc
+//
+// The background loop's flight recorder dump (Note [Flight recorder] in
+// runtime/flight/flight_recorder.h): what this rank ran, what it holds that is not negotiated
+// yet, and on rank 0 what the coordinator waits for, in one file per rank.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+#include "base/logging.h"
+#include "runtime/flight/flight_recorder.h"
+#include "runtime/loop/background_loop.h"
+
+namespace chorus::runtime {
+namespace {
+
+std::string FlightDirectory(const Config& config) {
+  if (!config.flight_recorder_dir.empty()) return config.flight_recorder_dir;
+  const char* tmp = std::getenv("TMPDIR");
+  return absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "/chorus-flight");
+}
+
+FlightPendingOp PendingOf(const TensorEntry& entry) {
+  FlightPendingOp op;
+  op.name = entry.request.name;
+  op.type = entry.request.type;
+  op.dtype = entry.request.dtype;
+  op.shape = entry.request.shape;
+  op.process_set_id = entry.request.process_set_id;
+  op.device = entry.request.device;
+  op.submitted = entry.enqueued_at;
+  return op;
+}
+
+}  // namespace
+
+void BackgroundLoop::DumpFlight(const std::string& reason, bool loud) const {
+  if (!flight_.enabled()) return;
+  const absl::Time now = absl::Now();
+  FlightDump dump;
+  dump.reason = reason;
+  dump.job = FlightJobId();
+  dump.rank = topology_.rank;
+  dump.size = topology_.size;
+  if (static_cast<size_t>(topology_.rank) < host_names_.size()) {
+    dump.host = host_names_[static_cast<size_t>(topology_.rank)];
+  }
+  dump.pid = ::getpid();
+  dump.written = now;
+  dump.cycles = counters_.cycles.load(std::memory_order_relaxed);
+  dump.batches = batches_;
+  for (const auto& [id, set] : process_sets_) dump.process_sets.emplace_back(id, set.ranks);
+  dump.host_names = host_names_;
+  dump.records = flight_.Records();
+  for (const auto& [name, entry] : pending_) dump.pending.push_back(PendingOf(*entry));
+  waiters_.ForEach(
+      [&](int32_t, const TensorEntry* entry) { dump.pending.push_back(PendingOf(*entry)); });
+  if (coordinator_ != nullptr) {
+    dump.has_coordinator = true;
+    dump.coordinator = coordinator_->WaitingOps(now);
+  }
+  const std::string dir = FlightDirectory(config_);
+  const absl::Status written = WriteFlightDump(dir, dump);
+  if (!written.ok()) {
+    CHORUS_LOG(WARNING) << "flight recorder: no dump: " << written;
+    return;
+  }
+  const std::string line =
+      absl::StrCat("flight recorder: rank ", topology_.rank, "'s last ", dump.records.size(),
+                   " collectives are in ", FlightDumpPath(dir, topology_.rank),
+                   "; where the ranks part: chorus-timeline flight ", dir);
+  if (loud) {
+    CHORUS_LOG(WARNING) << line;
+  } else {
+    CHORUS_LOG(INFO) << line;
+  }
+}
+
+}  // namespace chorus::runtime

@@ -1,0 +1,81 @@
+"""Tests of `chorus-timeline flight` on hand-made dumps that follow docs/flight_recorder.md.
+
+The scenario: 3 ranks; every rank did batches 0-4; rank 0 and rank 2 did batch 5, rank 1 is
+inside it (a stuck collective); nothing is pending. Then the refusals: not a directory, no dumps,
+another format or version, two dumps of one rank.
+"""
+
+import json
+
+E0 = 1_700_000_000_000_000
+
+
+def record(batch, state="done", name=None):
+    name = name or f"grad.{batch}"
+    return {"batch": batch, "cycle": batch, "op": "allreduce", "dtype": "float32", "device": -1,
+            "process_set": 0, "tensors": 1, "bytes": 16, "first_tensor": name,
+            "last_tensor": "", "first_shape": [4], "first_shape_cut": False, "state": state,
+            "started_us": E0 + batch, "ended_us": None if state == "started" else E0 + batch + 1}
+
+
+def dump(rank, records, batches, size=3, version=1, pending=(), coordinator=None):
+    d = {"format": "chorus-flight-recorder", "version": version, "reason": "a test",
+         "job": "job-1", "rank": rank, "size": size, "host": f"h{rank}", "pid": 100 + rank,
+         "written_us": E0 + 1000, "cycles": 9, "batches": batches,
+         "process_sets": [{"id": 0, "ranks": list(range(size))}],
+         "hosts": [f"h{r}" for r in range(size)], "records": records, "pending": list(pending)}
+    if coordinator is not None:
+        d["coordinator"] = coordinator
+    return d
+
+
+def write(directory, dumps):
+    for d in dumps:
+        (directory / f"rank{d['rank']}.json").write_text(json.dumps(d))
+
+
+def test_a_rank_stuck_inside_a_collective(tmp_path, run_tool):
+    done = [record(b) for b in range(5)]
+    write(tmp_path, [dump(0, done + [record(5)], 6, coordinator=[]),
+                     dump(1, done + [record(5, "started")], 6),
+                     dump(2, done + [record(5)], 6)])
+    result = run_tool("flight", tmp_path, "--json")
+    assert result.returncode == 0, result.stderr
+    a = json.loads(result.stdout)
+    assert a["dumped_ranks"] == [0, 1, 2] and a["no_dump_ranks"] == []
+    assert a["diverged"]["batch"] == 5
+    assert a["diverged"]["done"] == [0, 2] and a["diverged"]["inside"] == [1]
+    assert a["culprit"].startswith("rank 1 did not finish batch 5: allreduce of 'grad.5'")
+    assert a["last_done"]["1"]["batch"] == 4 and a["last_done"]["0"]["batch"] == 5
+    text = run_tool("flight", tmp_path).stdout
+    assert "first divergence: batch 5: allreduce of 'grad.5' (process set 0, 16 bytes): done " \
+           "on ranks 0, 2; started, not done on rank 1" in text
+
+
+def test_pending_ops_name_the_rank_that_did_not_submit(tmp_path, run_tool):
+    done = [record(b) for b in range(3)]
+    pending = {"name": "grad.x", "op": "allreduce", "dtype": "float32", "shape": [4],
+               "process_set": 0, "device": -1, "submitted_us": E0 + 50}
+    write(tmp_path, [dump(0, done, 3, pending=[pending]), dump(2, done, 3, pending=[pending]),
+                     dump(1, done, 3)])
+    a = json.loads(run_tool("flight", tmp_path, "--json").stdout)
+    u = a["unsubmitted"][0]
+    assert (u["name"], u["submitted"], u["missing"], u["unknown"]) == ("grad.x", [0, 2], [1], [])
+    assert a["culprit"] == "rank 1 never submitted allreduce 'grad.x' (submitted by ranks 0, 2)"
+
+
+def test_refusals(tmp_path, run_tool):
+    result = run_tool("flight", tmp_path / "absent")
+    assert result.returncode == 1 and "not a directory" in result.stderr
+    result = run_tool("flight", tmp_path)
+    assert result.returncode == 1 and "no flight recorder dumps" in result.stderr
+    (tmp_path / "rank0.json").write_text("{\"format\": \"something else\"}")
+    result = run_tool("flight", tmp_path)
+    assert result.returncode == 1 and "not a chorus flight recorder dump" in result.stderr
+    write(tmp_path, [dump(0, [], 0, version=2)])
+    result = run_tool("flight", tmp_path)
+    assert result.returncode == 1 and "format version 2" in result.stderr
+    write(tmp_path, [dump(0, [], 0)])
+    (tmp_path / "rank00.json").write_text(json.dumps(dump(0, [], 0)))
+    result = run_tool("flight", tmp_path)
+    assert result.returncode == 1 and "a second dump of rank 0" in result.stderr

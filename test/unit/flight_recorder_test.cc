@@ -1,0 +1,159 @@
+#include "runtime/flight/flight_recorder.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include <catch2/catch.hpp>
+
+#include "nlohmann/json.hpp"
+#include "runtime/message.h"
+
+namespace chorus::runtime {
+namespace {
+
+Response Batch(std::vector<std::string> names, int64_t elements_each) {
+  Response r;
+  r.type = OpType::kAllreduce;
+  r.dtype = DataType::kFloat32;
+  r.names = std::move(names);
+  r.shapes.assign(r.names.size(), {elements_each});
+  return r;
+}
+
+absl::Time At(int64_t us) { return absl::FromUnixMicros(us); }
+
+TEST_CASE("The flight recorder keeps the last batches, oldest first", "[flight]") {
+  FlightRecorder recorder(3);
+  REQUIRE(recorder.enabled());
+  std::vector<int64_t> tokens;
+  for (int b = 0; b < 5; ++b) {
+    tokens.push_back(recorder.Begin(Batch({"t" + std::to_string(b)}, 4), b, 10 + b,
+                                    /*launched=*/false, At(b)));
+  }
+  recorder.End(tokens[4], absl::OkStatus(), At(100));
+  recorder.End(tokens[3], absl::InternalError("broken"), At(101));
+  recorder.End(tokens[0], absl::OkStatus(), At(102));  // overwritten since: nothing happens
+  const std::vector<FlightRecord> records = recorder.Records();
+  REQUIRE(records.size() == 3);
+  CHECK(records[0].batch == 2);
+  CHECK(records[0].state == FlightRecord::State::kStarted);
+  CHECK(records[0].ended == absl::InfinitePast());
+  CHECK(records[1].batch == 3);
+  CHECK(records[1].state == FlightRecord::State::kFailed);
+  CHECK(records[1].error.view() == "broken");
+  CHECK(records[2].batch == 4);
+  CHECK(records[2].cycle == 14);
+  CHECK(records[2].state == FlightRecord::State::kDone);
+  CHECK(records[2].ended == At(100));
+  CHECK(records[2].first_name.view() == "t4");
+  CHECK(records[2].last_name.view().empty());
+  CHECK(records[2].bytes == 16);
+}
+
+TEST_CASE("A flight record describes a fused batch without allocating", "[flight]") {
+  FlightRecorder recorder(2);
+  Response r = Batch({"first", "middle", std::string(200, 'x')}, 1000);
+  r.shapes[0] = {2, 3, 4, 5, 6};
+  r.device = 0;
+  recorder.End(recorder.Begin(r, 7, 1, /*launched=*/true, At(0)), absl::OkStatus(), At(5));
+  const FlightRecord record = recorder.Records().at(0);
+  CHECK(record.tensors == 3);
+  CHECK(record.bytes == (720 + 2000) * 4);
+  CHECK(record.first_name.view() == "first");
+  // Cut to the buffer, ending in "...".
+  CHECK(record.last_name.view().size() == 95);
+  CHECK(record.last_name.view().substr(92) == "...");
+  CHECK(record.first_ndim == 5);
+  CHECK(record.first_shape == std::array<int64_t, 4>{2, 3, 4, 5});
+  CHECK(record.state == FlightRecord::State::kDone);
+
+  FlightRecorder off(0);
+  CHECK_FALSE(off.enabled());
+  CHECK(off.Begin(r, 0, 0, false, At(0)) == -1);
+  off.End(-1, absl::OkStatus(), At(0));
+  CHECK(off.Records().empty());
+}
+
+TEST_CASE("A flight dump is self-describing JSON", "[flight]") {
+  FlightRecorder recorder(4);
+  Response failed = Batch({"bad"}, 0);
+  failed.error_code = absl::StatusCode::kInvalidArgument;
+  failed.error_message = "mismatched shape: rank 0 [4], rank 1 [5]";
+  recorder.End(recorder.Begin(Batch({"a", "b"}, 2), 0, 0, false, At(10)), absl::OkStatus(), At(20));
+  recorder.End(recorder.Begin(failed, 1, 1, false, At(30)), failed.status(), At(31));
+
+  FlightDump dump;
+  dump.reason = "a test";
+  dump.job = "job-1";
+  dump.rank = 1;
+  dump.size = 3;
+  dump.host = "h1";
+  dump.pid = 42;
+  dump.written = At(1000);
+  dump.cycles = 9;
+  dump.batches = 2;
+  dump.process_sets = {{0, {0, 1, 2}}, {1, {1, 2}}};
+  dump.host_names = {"h0", "h1", "h2"};
+  dump.records = recorder.Records();
+  FlightPendingOp pending;
+  pending.name = std::string("bytes\xff", 6);  // not UTF-8: replaced, not refused
+  pending.shape = {3, 4};
+  pending.submitted = At(500);
+  dump.pending.push_back(pending);
+  dump.has_coordinator = true;
+  StallReport waiting;
+  waiting.name = "c";
+  waiting.submitted_ranks = {0, 2};
+  waiting.missing_ranks = {1};
+  waiting.waited = absl::Seconds(2);
+  dump.coordinator.push_back(waiting);
+
+  const nlohmann::json j = nlohmann::json::parse(FormatFlightDump(dump));
+  CHECK(j["format"] == "chorus-flight-recorder");
+  CHECK(j["version"] == kFlightDumpFormat);
+  CHECK(j["rank"] == 1);
+  CHECK(j["size"] == 3);
+  CHECK(j["job"] == "job-1");
+  CHECK(j["batches"] == 2);
+  CHECK(j["process_sets"][1]["ranks"] == std::vector<int>{1, 2});
+  REQUIRE(j["records"].size() == 2);
+  CHECK(j["records"][0]["first_tensor"] == "a");
+  CHECK(j["records"][0]["last_tensor"] == "b");
+  CHECK(j["records"][0]["state"] == "done");
+  CHECK(j["records"][0]["started_us"] == 10);
+  CHECK(j["records"][0]["ended_us"] == 20);
+  CHECK(j["records"][1]["state"] == "failed");
+  CHECK(j["records"][1]["error"] == failed.error_message);
+  REQUIRE(j["pending"].size() == 1);
+  CHECK(j["pending"][0]["shape"] == std::vector<int>{3, 4});
+  CHECK(j["pending"][0]["submitted_us"] == 500);
+  CHECK(j["coordinator"][0]["missing_ranks"] == std::vector<int>{1});
+  CHECK(j["coordinator"][0]["waited_s"] == 2.0);
+
+  // Written whole into the directory, which is created.
+  char dir_template[] = "/tmp/chorus_flight_test_XXXXXX";
+  REQUIRE(::mkdtemp(dir_template) != nullptr);
+  const std::string dir = std::string(dir_template) + "/dumps";
+  REQUIRE(WriteFlightDump(dir, dump).ok());
+  std::ifstream in(FlightDumpPath(dir, 1));
+  std::stringstream text;
+  text << in.rdbuf();
+  CHECK(nlohmann::json::parse(text.str())["reason"] == "a test");
+  std::remove(FlightDumpPath(dir, 1).c_str());
+  ::rmdir(dir.c_str());
+  ::rmdir(dir_template);
+  // A directory that cannot be made: an error naming it.
+  const absl::Status refused = WriteFlightDump("/proc/no/such/dir", dump);
+  CHECK_FALSE(refused.ok());
+  CHECK(refused.message().find("/proc/no/such/dir") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace chorus::runtime
