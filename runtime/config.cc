@@ -96,7 +96,7 @@ constexpr int64_t kMinPipelineChunkBytes = 4096;
 constexpr int64_t kMaxCacheCapacity = int64_t{1} << 20;
 constexpr int64_t kMaxNcclStreams = 16;
 constexpr int64_t kMaxAutotuneSamples = 1 << 20;
-constexpr int64_t kMaxFlightRecorderEntries = 1000000;
+constexpr int64_t kMaxFlightRecorderEntries = 100000;  // about 56 MB of records
 
 const Variable kVariables[] = {
     {config_names::kFusionThreshold,
@@ -184,7 +184,7 @@ const Variable kVariables[] = {
      [](const Config& c) { return FormatBool(c.stall_check_disabled); }},
     {"CHORUS_FLIGHT_RECORDER_ENTRIES",
      {nullptr, nullptr},
-     "expected an integer number of entries in [0, 1000000]",
+     "expected an integer number of entries in [0, 100000]",
      "collectives (batches) each rank's flight recorder keeps for its dumps; 0 = none",
      [](absl::string_view text, Config* c) {
        int64_t value = 0;

@@ -58,7 +58,8 @@ struct Config {
   // Disables the stall inspector. CHORUS_STALL_CHECK_DISABLE (HOROVOD_STALL_CHECK_DISABLE).
   bool stall_check_disabled = false;
   // Note [Flight recorder] (runtime/flight/flight_recorder.h): the batches each rank remembers
-  // (CHORUS_FLIGHT_RECORDER_ENTRIES; default 2048; 0: none, and no dumps), and the directory
+  // (CHORUS_FLIGHT_RECORDER_ENTRIES; default 2048, about 560 bytes each; at most 100000; 0: none,
+  // and no dumps), and the directory
   // its dumps go to (CHORUS_FLIGHT_RECORDER_DIR; empty: chorus-flight under $TMPDIR or /tmp).
   int32_t flight_recorder_entries = 2048;
   std::string flight_recorder_dir;

@@ -1,5 +1,6 @@
 #include "runtime/flight/flight_recorder.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -65,12 +66,10 @@ FlightRecorder::FlightRecorder(int32_t capacity) : capacity_(std::max<int32_t>(0
   ring_.resize(static_cast<size_t>(capacity_));
 }
 
-int64_t FlightRecorder::Begin(const Response& response, int64_t batch, int64_t cycle, bool launched,
-                              absl::Time now) {
+int64_t FlightRecorder::Begin(const Response& response, int64_t bytes, int64_t batch, int64_t cycle,
+                              bool launched, absl::Time now) {
   if (capacity_ == 0) return -1;
   const size_t n = response.names.size();
-  int64_t elements = 0;
-  for (const std::vector<int64_t>& shape : response.shapes) elements += NumElements(shape);
   MutexLock lock(&mu_);
   const int64_t token = next_++;
   FlightRecord& r = ring_[static_cast<size_t>(token % capacity_)];
@@ -81,7 +80,7 @@ int64_t FlightRecorder::Begin(const Response& response, int64_t batch, int64_t c
   r.device = response.device;
   r.process_set_id = response.process_set_id;
   r.tensors = static_cast<int32_t>(n);
-  r.bytes = elements * static_cast<int64_t>(DataTypeSize(response.dtype));
+  r.bytes = bytes;
   r.first_name.Set(n > 0 ? absl::string_view(response.names.front()) : absl::string_view());
   r.last_name.Set(n > 1 ? absl::string_view(response.names.back()) : absl::string_view());
   r.first_ndim = 0;
@@ -219,6 +218,12 @@ std::string FlightJobId() {
   return "";
 }
 
+std::string FlightDirectory(const std::string& configured) {
+  if (!configured.empty()) return configured;
+  const char* tmp = std::getenv("TMPDIR");
+  return absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "/chorus-flight");
+}
+
 std::string FlightDumpPath(const std::string& dir, int32_t rank) {
   return absl::StrCat(dir, "/rank", rank, ".json");
 }
@@ -235,8 +240,15 @@ absl::Status WriteFlightDump(const std::string& dir, const FlightDump& dump) {
   const std::string tmp = absl::StrCat(path, ".", ::getpid(), ".",
                                        serial.fetch_add(1, std::memory_order_relaxed), ".tmp");
   const std::string text = FormatFlightDump(dump);
-  FILE* f = std::fopen(tmp.c_str(), "w");
-  if (f == nullptr) return absl::ErrnoToStatus(errno, absl::StrCat("cannot write ", tmp));
+  // A new file, never one found there (O_EXCL), nor through a link (O_NOFOLLOW); the rename
+  // then replaces the directory entry, whatever it was.
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  FILE* f = fd >= 0 ? ::fdopen(fd, "w") : nullptr;
+  if (f == nullptr) {
+    const int error = errno;
+    if (fd >= 0) ::close(fd);
+    return absl::ErrnoToStatus(error, absl::StrCat("cannot write ", tmp));
+  }
   const bool written = std::fwrite(text.data(), 1, text.size(), f) == text.size();
   const bool closed = std::fclose(f) == 0;
   if (!written || !closed || std::rename(tmp.c_str(), path.c_str()) != 0) {

@@ -57,7 +57,7 @@ struct FlightRecord {
   int32_t device = kCpuDevice;
   int32_t process_set_id = kGlobalProcessSetId;
   int32_t tensors = 0;
-  int64_t bytes = 0;  // the batch's tensors' bytes on this rank's side of the response's shapes
+  int64_t bytes = 0;  // what the batch moves (ResponseBytes: allgather, the gathered size)
   FixedText<96> first_name;
   FixedText<96> last_name;  // empty for one tensor
   std::array<int64_t, 4> first_shape{};
@@ -78,11 +78,11 @@ class FlightRecorder {
   FlightRecorder& operator=(const FlightRecorder&) = delete;
 
   bool enabled() const { return capacity_ > 0; }
-  // Records the start of batch `batch` (running `response`, in `cycle`); `launched`: a GPU batch
-  // whose work the device runs after this call returns. The returned token ends it (-1: not
-  // recorded).
-  int64_t Begin(const Response& response, int64_t batch, int64_t cycle, bool launched,
-                absl::Time now);
+  // Records the start of batch `batch` (running `response`, which moves `bytes`, in `cycle`);
+  // `launched`: a GPU batch, whose device work runs after the launch. The returned token ends it
+  // (-1: not recorded). Constant time: nothing per tensor.
+  int64_t Begin(const Response& response, int64_t bytes, int64_t batch, int64_t cycle,
+                bool launched, absl::Time now);
   // Ends the record of `token` (nothing if the ring has moved past it): done or failed.
   void End(int64_t token, const absl::Status& status, absl::Time now);
   // The records, oldest first.
@@ -133,6 +133,8 @@ std::string FormatFlightDump(const FlightDump& dump);
 // This job's identity, the same on every rank: Open MPI's PMIx namespace, else the MPI-less
 // rendezvous address and generation, else "".
 std::string FlightJobId();
+// Where dumps go: CHORUS_FLIGHT_RECORDER_DIR, else chorus-flight under $TMPDIR or /tmp.
+std::string FlightDirectory(const std::string& configured);
 // The file of `rank`'s dump in `dir`.
 std::string FlightDumpPath(const std::string& dir, int32_t rank);
 // Writes `dump` to FlightDumpPath (creating `dir` and its parents), whole or not at all (a

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <functional>
 #include <optional>
 #include <utility>
 
@@ -64,6 +65,8 @@ BackgroundLoop::BackgroundLoop(Config config, std::unique_ptr<Controller> contro
       gpu_platform_(std::move(gpu_platform)),
       stall_policy_(StallPolicyFor(config_)),
       flight_(config_.flight_recorder_entries),
+      flight_dir_(FlightDirectory(config_.flight_recorder_dir)),
+      flight_job_(FlightJobId()),
       tracer_(timeline),
       autotune_memory_(autotune_memory) {}
 
@@ -97,8 +100,9 @@ void BackgroundLoop::ThreadMain(std::vector<std::vector<int32_t>> process_sets) 
   // Note [No-progress bound] (runtime/progress/progress_watchdog.h): from the first cycle on.
   watchdog_ = controller_->progress_watchdog();
   if (watchdog_ != nullptr) {
-    watchdog_->Arm([this] { return DescribeWork(); },
-                   [this](const std::string& report) { DumpFlight(report, /*loud=*/true); });
+    std::function<void(const std::string&)> dump;
+    if (flight_.enabled()) dump = [this](const std::string& report) { DumpFlight(report, true); };
+    watchdog_->Arm([this] { return DescribeWork(); }, std::move(dump));
   }
 
   bool stop = false;
@@ -590,6 +594,7 @@ absl::Status BackgroundLoop::RunCycle(bool* stop) {
   if (!dump_reason_.empty()) {
     DumpFlight(dump_reason_, dump_loud_);
     dump_reason_.clear();
+    dump_loud_ = false;
   }
   timeline_->EndCycle();
   if (bits_.any(CacheBitVector::kShutdown)) {
@@ -646,7 +651,7 @@ absl::Status BackgroundLoop::ExchangeBits(const std::vector<int32_t>& invalid_bi
   bits_.Unpack();
   if (bits_.any(CacheBitVector::kFlightDump) && flight_.enabled()) {
     dump_reason_ = "the stall inspector on rank 0 reported ops that some ranks have not submitted";
-    dump_loud_ = true;
+    dump_loud_ = true;  // a failed batch in the same cycle keeps this reason (PlanAndExecute)
   }
   if (bits_.any(CacheBitVector::kGpuFailed)) {
     if (!gpu_failure.ok()) return gpu_failure;

@@ -338,6 +338,7 @@ class BackgroundLoop {
   // The fused responses of the cycle in progress, then spare buffers for the next cycles
   // (PlanFusionInto reuses their names and shapes).
   std::vector<Response> plan_;
+  std::vector<int64_t> plan_bytes_;      // ResponseBytes of each, for the flight recorder
   size_t planned_ = 0;                   // the current plan's length
   const Response* executing_ = nullptr;  // the response ExecuteResponse runs, for DescribeWork
   std::vector<int32_t> joined_ranks_;    // as last broadcast by the coordinator
@@ -358,6 +359,8 @@ class BackgroundLoop {
   // exchange (CacheBitVector::kFlightDump); whether this world dumped for a failed batch yet
   // (only its first).
   FlightRecorder flight_;
+  const std::string flight_dir_;  // where dumps go (read at construction, not on the watchdog's)
+  const std::string flight_job_;  // FlightJobId()
   int64_t batches_ = 0;
   int64_t flight_token_ = -1;  // the record of the batch being executed (-1: none)
   std::string dump_reason_;

@@ -38,6 +38,12 @@ absl::Status BackgroundLoop::PlanAndExecute(const ResponseList& negotiated) {
     last_plan_.epoch = cache_->epoch();
     last_plan_.threshold = shared_.fusion_threshold_bytes;
     last_plan_.bits.assign(ready_bits_.begin(), ready_bits_.end());
+    // What each batch moves, for its flight record: per tensor, so once per plan, not per step.
+    plan_bytes_.resize(planned_);
+    for (size_t p = 0; p < planned_; ++p) {
+      plan_bytes_[p] =
+          flight_.enabled() ? ResponseBytes(plan_[p], SetSize(plan_[p].process_set_id)) : 0;
+    }
   }
   const size_t planned = planned_;
   size_t first_name = 0;  // of the response in plan_sources_
@@ -59,7 +65,7 @@ absl::Status BackgroundLoop::PlanAndExecute(const ResponseList& negotiated) {
     flight_token_ = -1;
     if (flight_.enabled() && (response.is_error() || Backend(response.process_set_id) != nullptr)) {
       flight_token_ = flight_.Begin(
-          response, batch, counters_.cycles.load(std::memory_order_relaxed) - 1,
+          response, plan_bytes_[p], batch, counters_.cycles.load(std::memory_order_relaxed) - 1,
           /*launched=*/response.device != kCpuDevice && !response.is_error(), absl::Now());
     }
     executing_ = &response;
@@ -71,7 +77,9 @@ absl::Status BackgroundLoop::PlanAndExecute(const ResponseList& negotiated) {
     }
     if (response.is_error() && !dumped_failed_batch_ && flight_.enabled()) {
       dumped_failed_batch_ = true;  // the first failed batch of this world, on every rank
-      dump_reason_ = absl::StrCat("batch ", batch, " failed: ", response.error_message);
+      if (dump_reason_.empty()) {
+        dump_reason_ = absl::StrCat("batch ", batch, " failed: ", response.error_message);
+      }
     }
     tracer_.Executed(response, Backend(response.process_set_id));
     FlushCompletions();
@@ -334,14 +342,9 @@ absl::Status BackgroundLoop::LaunchOnGpu(const Response& response, ProcessSet& s
     // recorder).
     auto deliver = [this](std::vector<std::unique_ptr<TensorEntry>>* done,
                           std::vector<OpResult>* results, int64_t flight_token) {
-      absl::Status status;
-      for (const OpResult& result : *results) {
-        if (!result.status.ok()) {
-          status = result.status;
-          break;
-        }
-      }
-      flight_.End(flight_token, status, absl::Now());
+      // A failed batch fails each of its entries with the batch's status (GpuCompletionQueue).
+      flight_.End(flight_token, results->empty() ? absl::OkStatus() : results->front().status,
+                  absl::Now());
       DeliveryScratch scratch;
       Deliver(done, results, &scratch);
     };

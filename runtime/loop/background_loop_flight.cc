@@ -5,7 +5,6 @@
 // yet, and on rank 0 what the coordinator waits for, in one file per rank.
 #include <unistd.h>
 
-#include <cstdlib>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -17,12 +16,6 @@
 
 namespace chorus::runtime {
 namespace {
-
-std::string FlightDirectory(const Config& config) {
-  if (!config.flight_recorder_dir.empty()) return config.flight_recorder_dir;
-  const char* tmp = std::getenv("TMPDIR");
-  return absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "/chorus-flight");
-}
 
 FlightPendingOp PendingOf(const TensorEntry& entry) {
   FlightPendingOp op;
@@ -43,7 +36,7 @@ void BackgroundLoop::DumpFlight(const std::string& reason, bool loud) const {
   const absl::Time now = absl::Now();
   FlightDump dump;
   dump.reason = reason;
-  dump.job = FlightJobId();
+  dump.job = flight_job_;
   dump.rank = topology_.rank;
   dump.size = topology_.size;
   if (static_cast<size_t>(topology_.rank) < host_names_.size()) {
@@ -63,7 +56,7 @@ void BackgroundLoop::DumpFlight(const std::string& reason, bool loud) const {
     dump.has_coordinator = true;
     dump.coordinator = coordinator_->WaitingOps(now);
   }
-  const std::string dir = FlightDirectory(config_);
+  const std::string& dir = flight_dir_;
   const absl::Status written = WriteFlightDump(dir, dump);
   if (!written.ok()) {
     CHORUS_LOG(WARNING) << "flight recorder: no dump: " << written;

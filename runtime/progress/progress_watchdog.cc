@@ -123,9 +123,10 @@ bool ProgressWatchdog::Trip(const std::string& report) {
   tripped_ = true;
   if (before_terminate_) {
     before_terminate_(report);
-    // The other ranks blocked in the same call trip within about one check of this one: ending
-    // the job at once (MPI_Abort) would kill them before they leave their account too.
-    absl::SleepFor(CheckEvery(options_));
+    // The other ranks blocked in the same call trip within about one check of this one (a second
+    // at most, when the bound allows): ending the job at once (MPI_Abort) would kill them before
+    // they leave their account too.
+    absl::SleepFor(std::max(CheckEvery(options_), std::min(options_.bound, absl::Seconds(1))));
   }
   options_.terminate(report);
   return true;

@@ -129,9 +129,9 @@ class ProgressWatchdog {
   // what the loop is doing (the ops of the response it executes, or those it negotiates); see
   // the class comment for when it runs. `before_terminate` (may be empty), called in the same
   // places before `terminate` with the report, leaves the loop's account of itself (its flight
-  // recorder's dump, Note [Flight recorder]); `terminate` then waits one check interval, so that
-  // ranks blocked in the same call, which trip within about that, leave theirs before this rank
-  // ends the job.
+  // recorder's dump, Note [Flight recorder]); `terminate` then waits a check interval or a
+  // second (at most the bound), so that ranks blocked in the same call, which trip within about
+  // that, leave theirs before this rank ends the job.
   void Arm(std::function<std::string()> describe_work,
            std::function<void(const std::string& report)> before_terminate = nullptr);
   // Stops bounding calls and the thread; `describe_work` is not called any more.

@@ -1,8 +1,8 @@
 """Tests of `chorus-timeline flight` on hand-made dumps that follow docs/flight_recorder.md.
 
-The scenario: 3 ranks; every rank did batches 0-4; rank 0 and rank 2 did batch 5, rank 1 is
-inside it (a stuck collective); nothing is pending. Then the refusals: not a directory, no dumps,
-another format or version, two dumps of one rank.
+3 ranks: a rank stuck inside a collective the others finished; an op one rank did not submit; an
+earlier job's dump left in the directory. Then the refusals: not a directory, no dumps, another
+format, an incomplete dump, another version, two dumps of one rank.
 """
 
 import json
@@ -18,10 +18,11 @@ def record(batch, state="done", name=None):
             "started_us": E0 + batch, "ended_us": None if state == "started" else E0 + batch + 1}
 
 
-def dump(rank, records, batches, size=3, version=1, pending=(), coordinator=None):
+def dump(rank, records, batches, size=3, version=1, pending=(), coordinator=None, job="job-1",
+         written=E0 + 1000):
     d = {"format": "chorus-flight-recorder", "version": version, "reason": "a test",
-         "job": "job-1", "rank": rank, "size": size, "host": f"h{rank}", "pid": 100 + rank,
-         "written_us": E0 + 1000, "cycles": 9, "batches": batches,
+         "job": job, "rank": rank, "size": size, "host": f"h{rank}", "pid": 100 + rank,
+         "written_us": written, "cycles": 9, "batches": batches,
          "process_sets": [{"id": 0, "ranks": list(range(size))}],
          "hosts": [f"h{r}" for r in range(size)], "records": records, "pending": list(pending)}
     if coordinator is not None:
@@ -64,6 +65,19 @@ def test_pending_ops_name_the_rank_that_did_not_submit(tmp_path, run_tool):
     assert a["culprit"] == "rank 1 never submitted allreduce 'grad.x' (submitted by ranks 0, 2)"
 
 
+def test_an_earlier_jobs_dumps_are_left_out(tmp_path, run_tool):
+    done = [record(b) for b in range(3)]
+    # An earlier 4-rank job left rank3.json; this 3-rank job wrote ranks 0-2 later.
+    write(tmp_path, [dump(r, done, 3) for r in range(3)]
+          + [dump(3, [record(0, "started")], 1, size=4, job="job-0", written=E0)])
+    result = run_tool("flight", tmp_path, "--json")
+    a = json.loads(result.stdout)
+    assert a["job"] == "job-1" and a["size"] == 3 and a["dumped_ranks"] == [0, 1, 2]
+    assert a["ignored"] == [str(tmp_path / "rank3.json")]
+    assert a["culprit"] == "the ranks agree on every batch and every op"
+    assert "ignored, from an earlier or another job" in run_tool("flight", tmp_path).stdout
+
+
 def test_refusals(tmp_path, run_tool):
     result = run_tool("flight", tmp_path / "absent")
     assert result.returncode == 1 and "not a directory" in result.stderr
@@ -72,6 +86,10 @@ def test_refusals(tmp_path, run_tool):
     (tmp_path / "rank0.json").write_text("{\"format\": \"something else\"}")
     result = run_tool("flight", tmp_path)
     assert result.returncode == 1 and "not a chorus flight recorder dump" in result.stderr
+    (tmp_path / "rank0.json").write_text(json.dumps({"format": "chorus-flight-recorder",
+                                                     "version": 1, "rank": 0}))
+    result = run_tool("flight", tmp_path)
+    assert result.returncode == 1 and "not a complete dump (no reason, job" in result.stderr
     write(tmp_path, [dump(0, [], 0, version=2)])
     result = run_tool("flight", tmp_path)
     assert result.returncode == 1 and "format version 2" in result.stderr

@@ -34,7 +34,7 @@ TEST_CASE("The flight recorder keeps the last batches, oldest first", "[flight]"
   REQUIRE(recorder.enabled());
   std::vector<int64_t> tokens;
   for (int b = 0; b < 5; ++b) {
-    tokens.push_back(recorder.Begin(Batch({"t" + std::to_string(b)}, 4), b, 10 + b,
+    tokens.push_back(recorder.Begin(Batch({"t" + std::to_string(b)}, 4), 16, b, 10 + b,
                                     /*launched=*/false, At(b)));
   }
   recorder.End(tokens[4], absl::OkStatus(), At(100));
@@ -57,15 +57,15 @@ TEST_CASE("The flight recorder keeps the last batches, oldest first", "[flight]"
   CHECK(records[2].bytes == 16);
 }
 
-TEST_CASE("A flight record describes a fused batch without allocating", "[flight]") {
+TEST_CASE("A flight record describes a fused batch in fixed buffers", "[flight]") {
   FlightRecorder recorder(2);
   Response r = Batch({"first", "middle", std::string(200, 'x')}, 1000);
   r.shapes[0] = {2, 3, 4, 5, 6};
   r.device = 0;
-  recorder.End(recorder.Begin(r, 7, 1, /*launched=*/true, At(0)), absl::OkStatus(), At(5));
+  recorder.End(recorder.Begin(r, 10880, 7, 1, /*launched=*/true, At(0)), absl::OkStatus(), At(5));
   const FlightRecord record = recorder.Records().at(0);
   CHECK(record.tensors == 3);
-  CHECK(record.bytes == (720 + 2000) * 4);
+  CHECK(record.bytes == 10880);
   CHECK(record.first_name.view() == "first");
   // Cut to the buffer, ending in "...".
   CHECK(record.last_name.view().size() == 95);
@@ -76,7 +76,7 @@ TEST_CASE("A flight record describes a fused batch without allocating", "[flight
 
   FlightRecorder off(0);
   CHECK_FALSE(off.enabled());
-  CHECK(off.Begin(r, 0, 0, false, At(0)) == -1);
+  CHECK(off.Begin(r, 0, 0, 0, false, At(0)) == -1);
   off.End(-1, absl::OkStatus(), At(0));
   CHECK(off.Records().empty());
 }
@@ -86,8 +86,9 @@ TEST_CASE("A flight dump is self-describing JSON", "[flight]") {
   Response failed = Batch({"bad"}, 0);
   failed.error_code = absl::StatusCode::kInvalidArgument;
   failed.error_message = "mismatched shape: rank 0 [4], rank 1 [5]";
-  recorder.End(recorder.Begin(Batch({"a", "b"}, 2), 0, 0, false, At(10)), absl::OkStatus(), At(20));
-  recorder.End(recorder.Begin(failed, 1, 1, false, At(30)), failed.status(), At(31));
+  recorder.End(recorder.Begin(Batch({"a", "b"}, 2), 16, 0, 0, false, At(10)), absl::OkStatus(),
+               At(20));
+  recorder.End(recorder.Begin(failed, 0, 1, 1, false, At(30)), failed.status(), At(31));
 
   FlightDump dump;
   dump.reason = "a test";

@@ -360,6 +360,28 @@ TEST_CASE("GiveUp reports the loop's work once and returns DeadlineExceeded", "[
   CHECK(recorder.count() == 1);
 }
 
+TEST_CASE("The loop's account is left before the job ends, with the same report", "[no_progress]") {
+  Recorder recorder;
+  // Bound 50 ms, checks every 10 ms: the wait between the account and the end is 50 ms.
+  ProgressWatchdog watchdog(WatchOptions(recorder, absl::Milliseconds(50)));
+  std::string account;
+  size_t ended_before_account = 99;
+  absl::Time accounted_at;
+  watchdog.Arm([] { return std::string("work"); },
+               [&](const std::string& report) {
+                 account = report;
+                 ended_before_account = recorder.count();
+                 accounted_at = absl::Now();
+               });
+  const std::vector<int32_t> peers = {1};
+  CHECK(absl::IsDeadlineExceeded(watchdog.GiveUp("MPI_Iallreduce", peers)));
+  REQUIRE(recorder.count() == 1);
+  CHECK(ended_before_account == 0);  // the account first
+  CHECK(account == recorder.report(0));
+  // Not a timing bound on the machine: the sleep happened between the two (at least 50 ms).
+  CHECK(absl::Now() - accounted_at >= absl::Milliseconds(50));
+}
+
 TEST_CASE("A blocking call still open at its deadline ends the job from the watchdog's thread",
           "[no_progress]") {
   Recorder recorder;

@@ -8,8 +8,11 @@ batch b is the same collective on every rank), the ops it submitted that were no
 and on rank 0 the coordinator's view of those (which ranks submitted each).
 
 The analysis (analyze()):
-  ranks      which ranks left a dump and which did not (a rank stopped, killed before it could
-             write, or whose dump is on another host's disk)
+  job, size  the job analysed: the one that wrote the newest dump (dumps of other jobs or world
+             sizes in the directory are listed under `ignored`)
+  dumped_ranks, no_dump_ranks  which ranks left a dump and which did not (a rank stopped,
+             killed before it could write, or whose dump is on another host's disk)
+  reasons    per rank, why it wrote its dump
   last_done  per rank, the last batch it completed
   in_flight  per rank, batches started (or launched on a GPU) and not done: where it is stuck
   failed     batches that failed, with the error every rank delivered
@@ -27,6 +30,8 @@ import os
 
 FORMAT = "chorus-flight-recorder"
 VERSION = 1
+REQUIRED = ("reason", "job", "rank", "size", "written_us", "batches", "process_sets", "records",
+            "pending")
 
 
 class FlightError(Exception):
@@ -49,13 +54,26 @@ def load(directory):
         if dump.get("version") != VERSION:
             raise FlightError(f"{path}: format version {dump.get('version')!r}; this tool reads "
                               f"version {VERSION}")
-        rank = dump.get("rank")
+        lacking = [k for k in REQUIRED if k not in dump]
+        if lacking:
+            raise FlightError(f"{path}: not a complete dump (no {', '.join(lacking)})")
+        rank = dump["rank"]
         if rank in dumps:
             raise FlightError(f"{path}: a second dump of rank {rank}")
+        dump["_path"] = path
         dumps[rank] = dump
     if not dumps:
         raise FlightError(f"{directory}: no flight recorder dumps (rank<N>.json)")
     return dumps
+
+
+def newest_job(dumps):
+    """The dumps of the job that wrote last (same job id and world size as the newest dump),
+    and the paths of the others (an earlier or other job's, left in the same directory)."""
+    newest = max(dumps.values(), key=lambda d: d["written_us"] or 0)
+    keep = {r: d for r, d in dumps.items()
+            if d["job"] == newest["job"] and d["size"] == newest["size"]}
+    return keep, sorted(d["_path"] for r, d in dumps.items() if r not in keep)
 
 
 def _describe(record):
@@ -76,10 +94,12 @@ def _ranks(ranks):
 def analyze(dumps):
     any_dump = next(iter(dumps.values()))
     size = any_dump["size"]
-    jobs = sorted({d.get("job", "") for d in dumps.values()})
-    sets = {s["id"]: s["ranks"] for s in any_dump["process_sets"]}
+    sets = {}
+    for d in dumps.values():
+        for s in d["process_sets"]:
+            sets.setdefault(s["id"], s["ranks"])
     missing = [r for r in range(size) if r not in dumps]
-    out = {"size": size, "jobs": jobs, "dumped_ranks": sorted(dumps), "no_dump_ranks": missing,
+    out = {"size": size, "job": any_dump["job"], "dumped_ranks": sorted(dumps), "no_dump_ranks": missing,
            "reasons": {r: d["reason"] for r, d in sorted(dumps.items())},
            "last_done": {}, "in_flight": {}, "failed": [], "diverged": None,
            "unsubmitted": [], "culprit": ""}
@@ -108,7 +128,8 @@ def analyze(dumps):
     for batch in sorted(records):
         by_rank = records[batch]
         sample = next(iter(by_rank.values()))
-        members = [m for m in sets.get(sample["process_set"], range(size)) if m in dumps]
+        # A set no dump knows any more (removed since): its members are those that recorded it.
+        members = [m for m in sets.get(sample["process_set"], sorted(by_rank)) if m in dumps]
         covering = [m for m in members if oldest[m] is not None and oldest[m] <= batch]
         done = [m for m in covering if m in by_rank and by_rank[m]["state"] == "done"]
         inside = [m for m in covering
@@ -140,7 +161,7 @@ def analyze(dumps):
     for name, (t, op, set_id, holders) in sorted(pending.items(), key=lambda kv: kv[1][0]):
         if name in seen:
             continue
-        members = sets.get(set_id, list(range(size)))
+        members = sets.get(set_id, sorted(holders))
         absent = [m for m in members if m not in holders and m in dumps]
         unknown = [m for m in members if m not in dumps]
         if absent or unknown:
@@ -148,6 +169,9 @@ def analyze(dumps):
                                        "submitted": sorted(holders), "missing": absent,
                                        "unknown": unknown, "source": "the dumps' pending ops"})
 
+    # The op the fewest ranks lack first (a rank that skipped one op makes the others wait for
+    # it, and the next op it submitted waits for all the others), then in arrival order.
+    out["unsubmitted"].sort(key=lambda u: len(u["missing"]) + len(u["unknown"]))
     if out["unsubmitted"]:
         u = out["unsubmitted"][0]
         what = f"{u['op']} '{u['name']}' (submitted by {_ranks(u['submitted'])})"
@@ -178,8 +202,8 @@ def analyze(dumps):
 def format_text(a):
     lines = [f"flight recorder dumps of {a['size']} ranks: from {_ranks(a['dumped_ranks'])}"
              + (f"; none from {_ranks(a['no_dump_ranks'])}" if a["no_dump_ranks"] else "")]
-    if len(a["jobs"]) > 1:
-        lines.append(f"warning: the dumps come from {len(a['jobs'])} jobs: {a['jobs']}")
+    if a.get("ignored"):
+        lines.append(f"ignored, from an earlier or another job: {', '.join(a['ignored'])}")
     lines.append("")
     lines.append(f"culprit: {a['culprit']}")
     lines.append("")
@@ -218,7 +242,9 @@ def format_text(a):
 
 
 def run(args):
-    analysis = analyze(load(args.directory))
+    dumps, ignored = newest_job(load(args.directory))
+    analysis = analyze(dumps)
+    analysis["ignored"] = ignored
     if args.json:
         print(json.dumps(analysis, indent=1, sort_keys=True))
     else:
