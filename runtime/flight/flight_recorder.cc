@@ -29,7 +29,8 @@ template <size_t N>
 void FixedText<N>::Set(absl::string_view value) {
   constexpr size_t kRoom = N - 1;  // the terminating NUL
   if (value.size() <= kRoom) {
-    std::memcpy(text.data(), value.data(), value.size());
+    // An empty view may hold a null pointer, which memcpy must not be given.
+    if (!value.empty()) std::memcpy(text.data(), value.data(), value.size());
     text[value.size()] = '\0';
     return;
   }
