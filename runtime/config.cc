@@ -54,6 +54,14 @@ bool ParseInt64(absl::string_view text, int64_t min, int64_t max, int64_t* out) 
   return true;
 }
 
+// ParseInt64 into an int32_t field; REQUIRES: [min, max] within int32_t's range.
+bool ParseInt32(absl::string_view text, int64_t min, int64_t max, int32_t* out) {
+  int64_t value = 0;
+  if (!ParseInt64(text, min, max, &value)) return false;
+  *out = static_cast<int32_t>(value);
+  return true;
+}
+
 bool ParseDouble(absl::string_view text, bool allow_zero, double* out) {
   double value = 0;
   if (!absl::SimpleAtod(text, &value) || !std::isfinite(value)) return false;
@@ -121,10 +129,7 @@ const Variable kVariables[] = {
      "expected an integer number of entries in [0, 1048576]",
      "response cache entries; 0 disables the cache",
      [](absl::string_view text, Config* c) {
-       int64_t value = 0;
-       if (!ParseInt64(text, 0, kMaxCacheCapacity, &value)) return false;
-       c->cache_capacity = static_cast<int32_t>(value);
-       return true;
+       return ParseInt32(text, 0, kMaxCacheCapacity, &c->cache_capacity);
      },
      [](const Config& c) { return absl::StrCat(c.cache_capacity); }},
     {"CHORUS_PIPELINE_CHUNK_BYTES",
@@ -154,10 +159,7 @@ const Variable kVariables[] = {
      "expected an integer number of streams in [1, 16]",
      "NCCL streams (each with its communicator and fusion buffer) per process set",
      [](absl::string_view text, Config* c) {
-       int64_t value = 0;
-       if (!ParseInt64(text, 1, kMaxNcclStreams, &value)) return false;
-       c->num_nccl_streams = static_cast<int32_t>(value);
-       return true;
+       return ParseInt32(text, 1, kMaxNcclStreams, &c->num_nccl_streams);
      },
      [](const Config& c) { return absl::StrCat(c.num_nccl_streams); }},
     {config_names::kStallCheckTimeSeconds,
@@ -187,10 +189,7 @@ const Variable kVariables[] = {
      "expected an integer number of entries in [0, 100000]",
      "collectives (batches) each rank's flight recorder keeps for its dumps; 0 = none",
      [](absl::string_view text, Config* c) {
-       int64_t value = 0;
-       if (!ParseInt64(text, 0, kMaxFlightRecorderEntries, &value)) return false;
-       c->flight_recorder_entries = static_cast<int32_t>(value);
-       return true;
+       return ParseInt32(text, 0, kMaxFlightRecorderEntries, &c->flight_recorder_entries);
      },
      [](const Config& c) { return absl::StrCat(c.flight_recorder_entries); }},
     {"CHORUS_FLIGHT_RECORDER_DIR",
@@ -255,10 +254,7 @@ const Variable kVariables[] = {
      "expected a non-negative integer number of samples",
      "autotune samples discarded before the search",
      [](absl::string_view text, Config* c) {
-       int64_t value = 0;
-       if (!ParseInt64(text, 0, kMaxAutotuneSamples, &value)) return false;
-       c->autotune_warmup_samples = static_cast<int32_t>(value);
-       return true;
+       return ParseInt32(text, 0, kMaxAutotuneSamples, &c->autotune_warmup_samples);
      },
      [](const Config& c) { return absl::StrCat(c.autotune_warmup_samples); }},
     {config_names::kAutotuneStepsPerSample,
@@ -266,10 +262,7 @@ const Variable kVariables[] = {
      "expected a positive integer number of steps",
      "training steps per autotune sample",
      [](absl::string_view text, Config* c) {
-       int64_t value = 0;
-       if (!ParseInt64(text, 1, kMaxAutotuneSamples, &value)) return false;
-       c->autotune_steps_per_sample = static_cast<int32_t>(value);
-       return true;
+       return ParseInt32(text, 1, kMaxAutotuneSamples, &c->autotune_steps_per_sample);
      },
      [](const Config& c) { return absl::StrCat(c.autotune_steps_per_sample); }},
     {config_names::kAutotuneBayesOptMaxSamples,
@@ -277,10 +270,7 @@ const Variable kVariables[] = {
      "expected a positive integer number of samples",
      "samples of autotune's Bayesian optimisation; then the best is kept",
      [](absl::string_view text, Config* c) {
-       int64_t value = 0;
-       if (!ParseInt64(text, 1, kMaxAutotuneSamples, &value)) return false;
-       c->autotune_bayes_opt_max_samples = static_cast<int32_t>(value);
-       return true;
+       return ParseInt32(text, 1, kMaxAutotuneSamples, &c->autotune_bayes_opt_max_samples);
      },
      [](const Config& c) { return absl::StrCat(c.autotune_bayes_opt_max_samples); }},
     {config_names::kAutotuneGaussianProcessNoise,
@@ -484,10 +474,7 @@ const Variable kVariables[] = {
      "expected a non-negative integer",
      "this worker's rank in an MPI-less launch",
      [](absl::string_view text, Config* c) {
-       int64_t value = 0;
-       if (!ParseInt64(text, 0, INT32_MAX, &value)) return false;
-       c->launch_rank = static_cast<int32_t>(value);
-       return true;
+       return ParseInt32(text, 0, INT32_MAX, &c->launch_rank);
      },
      [](const Config& c) {
        return c.launch_rank < 0 ? std::string() : absl::StrCat(c.launch_rank);
@@ -497,10 +484,7 @@ const Variable kVariables[] = {
      "expected a non-negative integer",
      "ranks of an MPI-less launch",
      [](absl::string_view text, Config* c) {
-       int64_t value = 0;
-       if (!ParseInt64(text, 0, INT32_MAX, &value)) return false;
-       c->launch_size = static_cast<int32_t>(value);
-       return true;
+       return ParseInt32(text, 0, INT32_MAX, &c->launch_size);
      },
      [](const Config& c) {
        return c.launch_size < 0 ? std::string() : absl::StrCat(c.launch_size);
@@ -510,10 +494,7 @@ const Variable kVariables[] = {
      "expected a non-negative integer",
      "rank among the workers on this host",
      [](absl::string_view text, Config* c) {
-       int64_t value = 0;
-       if (!ParseInt64(text, 0, INT32_MAX, &value)) return false;
-       c->launch_local_rank = static_cast<int32_t>(value);
-       return true;
+       return ParseInt32(text, 0, INT32_MAX, &c->launch_local_rank);
      },
      [](const Config& c) {
        return c.launch_local_rank < 0 ? std::string() : absl::StrCat(c.launch_local_rank);
@@ -523,10 +504,7 @@ const Variable kVariables[] = {
      "expected a non-negative integer",
      "workers on this host",
      [](absl::string_view text, Config* c) {
-       int64_t value = 0;
-       if (!ParseInt64(text, 0, INT32_MAX, &value)) return false;
-       c->launch_local_size = static_cast<int32_t>(value);
-       return true;
+       return ParseInt32(text, 0, INT32_MAX, &c->launch_local_size);
      },
      [](const Config& c) {
        return c.launch_local_size < 0 ? std::string() : absl::StrCat(c.launch_local_size);
@@ -536,10 +514,7 @@ const Variable kVariables[] = {
      "expected a non-negative integer",
      "index of this host among the hosts with this local rank",
      [](absl::string_view text, Config* c) {
-       int64_t value = 0;
-       if (!ParseInt64(text, 0, INT32_MAX, &value)) return false;
-       c->launch_cross_rank = static_cast<int32_t>(value);
-       return true;
+       return ParseInt32(text, 0, INT32_MAX, &c->launch_cross_rank);
      },
      [](const Config& c) {
        return c.launch_cross_rank < 0 ? std::string() : absl::StrCat(c.launch_cross_rank);
@@ -549,10 +524,7 @@ const Variable kVariables[] = {
      "expected a non-negative integer",
      "hosts with this local rank",
      [](absl::string_view text, Config* c) {
-       int64_t value = 0;
-       if (!ParseInt64(text, 0, INT32_MAX, &value)) return false;
-       c->launch_cross_size = static_cast<int32_t>(value);
-       return true;
+       return ParseInt32(text, 0, INT32_MAX, &c->launch_cross_size);
      },
      [](const Config& c) {
        return c.launch_cross_size < 0 ? std::string() : absl::StrCat(c.launch_cross_size);

@@ -622,7 +622,7 @@ bool BackgroundLoop::ReportStalls(absl::Time now) {
   last_stall_check_ = now;
   for (const StallReport& report : coordinator_->CheckStalls(now)) {
     CHORUS_LOG(WARNING) << DescribeStall(report, config_);
-    stall_dump_ = true;  // every rank dumps after the next exchange (Note [Flight recorder])
+    stall_dump_ = true;  // every rank dumps after this cycle's exchange (Note [Flight recorder])
   }
   return stall_policy_.shutdown_rounds && coordinator_->HasPending();
 }

@@ -271,6 +271,13 @@ class BackgroundLoop {
   // negotiation and the ops pending here. Runs on the loop thread, or on the watchdog's while
   // the loop thread is inside a watched call (Note [No-progress bound]).
   std::string DescribeWork() const;
+  // Calls f(const TensorEntry&) for every entry this rank holds that has not run: those pending_
+  // for the coordinator, then those waiting on a cache bit (waiters_). Where DescribeWork runs.
+  template <typename F>
+  void ForEachHeldEntry(F f) const {
+    for (const auto& [unused, entry] : pending_) f(*entry);
+    waiters_.ForEach([&](int32_t, const TensorEntry* entry) { f(*entry); });
+  }
   // A transport's own no-progress error (ops/no_progress.h) as the watchdog's report
   // (DescribeNoProgress, naming DescribeWork); any other status unchanged.
   absl::Status ReportNoProgress(absl::Status status) const;
@@ -355,8 +362,8 @@ class BackgroundLoop {
   Counters counters_;
   // Note [Flight recorder]: the batches this rank ran; the number of the next planned batch (the
   // same on every rank); a dump asked for in this cycle, written at its end (why, and whether
-  // to log it as a warning); rank 0: a stall was reported, every rank dumps after the next bit
-  // exchange (CacheBitVector::kFlightDump); whether this world dumped for a failed batch yet
+  // to log it as a warning); rank 0: a stall was reported, every rank dumps after this cycle's
+  // bit exchange (CacheBitVector::kFlightDump); whether this world dumped for a failed batch yet
   // (only its first).
   FlightRecorder flight_;
   const std::string flight_dir_;  // where dumps go (read at construction, not on the watchdog's)

@@ -265,8 +265,7 @@ std::string BackgroundLoop::DescribeWork() const {
       named.push_back(absl::StrCat(OpTypeName(entry.request.type), " '", entry.request.name, "'"));
     }
   };
-  for (const auto& [unused, entry] : pending_) name(*entry);
-  waiters_.ForEach([&](int32_t, const TensorEntry* entry) { name(*entry); });
+  ForEachHeldEntry(name);
   std::string more;
   if (total > kNamed) more = absl::StrCat(" and ", total - kNamed, " more");
   return absl::StrCat("the cycle's negotiation, ", total, " op", total == 1 ? "" : "s",

@@ -49,9 +49,7 @@ void BackgroundLoop::DumpFlight(const std::string& reason, bool loud) const {
   for (const auto& [id, set] : process_sets_) dump.process_sets.emplace_back(id, set.ranks);
   dump.host_names = host_names_;
   dump.records = flight_.Records();
-  for (const auto& [name, entry] : pending_) dump.pending.push_back(PendingOf(*entry));
-  waiters_.ForEach(
-      [&](int32_t, const TensorEntry* entry) { dump.pending.push_back(PendingOf(*entry)); });
+  ForEachHeldEntry([&](const TensorEntry& entry) { dump.pending.push_back(PendingOf(entry)); });
   if (coordinator_ != nullptr) {
     dump.has_coordinator = true;
     dump.coordinator = coordinator_->WaitingOps(now);
