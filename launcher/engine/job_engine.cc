@@ -83,6 +83,10 @@ class JobEngine {
   // Takes a discovery answer: holds it until ssh checked its remote hosts, then delivers the
   // usable ones.
   void Deliver(elastic::Events& events, absl::Time now);
+  // SIGUSR2 reached chorusrun: passes it to the workers on this host, each of which asks every
+  // rank for its flight recorder dump (Note [Flight dump on demand] in
+  // runtime/flight/flight_recorder.h).
+  void AskForFlightDumps();
   std::string RendezvousAddressFor(const std::string& host) const;
   // Chooses the rendezvous address remote host `host` dials (rendezvous_address.h), once.
   absl::Status ChooseAddress(const std::string& host);
@@ -266,6 +270,7 @@ elastic::Events JobEngine::Wait(absl::Time wake) {
   until = std::min(until, checks_->Tick(*supervisor_, now));
   Supervisor::Events ev = supervisor_->Poll(until);
   if (!ev.signals.empty()) events.signal = ev.signals.front();
+  if (ev.dump_requests > 0) AskForFlightDumps();
   if (std::optional<DiscoveryAnswer> answer = discovery_->Take(ev, absl::Now())) {
     if (answer->ok()) {
       if (!(*answer)->warning.empty()) {
@@ -291,6 +296,21 @@ elastic::Events JobEngine::Wait(absl::Time wake) {
     if (!w.place && !w.ready && server_->Heard(w.id)) events.heard.push_back(w.id);
   }
   return events;
+}
+
+void JobEngine::AskForFlightDumps() {
+  const int signalled = fleet_->SignalLocal(SIGUSR2);
+  if (signalled > 0) {
+    std::cerr << "chorusrun: SIGUSR2: passed to the " << signalled
+              << " worker(s) on this host; every rank whose loop runs writes its flight recorder "
+                 "dump (CHORUS_FLIGHT_RECORDER_DIR, default /tmp/chorus-flight on each host)"
+              << std::endl;
+  } else {
+    std::cerr << "chorusrun: SIGUSR2: no worker runs on this host; send SIGUSR2 to a worker "
+                 "process on its host, and every rank whose loop runs writes its flight recorder "
+                 "dump"
+              << std::endl;
+  }
 }
 
 void JobEngine::Deliver(elastic::Events& events, absl::Time now) {

@@ -139,6 +139,16 @@ void WorkerFleet::StopAll(int signal) {
   for (const auto& [id, p] : processes_) supervisor_->Stop(p.supervisor_id, signal);
 }
 
+int WorkerFleet::SignalLocal(int signal) {
+  int signalled = 0;
+  for (const auto& [id, p] : processes_) {
+    if (p.remote) continue;
+    supervisor_->Signal(p.supervisor_id, signal);
+    ++signalled;
+  }
+  return signalled;
+}
+
 std::vector<elastic::WorkerEnd> WorkerFleet::TakeEnds(Supervisor::Events& events) {
   std::vector<elastic::WorkerEnd> ends;
   for (auto it = events.exits.begin(); it != events.exits.end();) {

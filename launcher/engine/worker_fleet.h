@@ -68,6 +68,9 @@ class WorkerFleet {
 
   void Stop(const std::string& id, int signal);
   void StopAll(int signal);
+  // Sends `signal` to every running worker started on this host (not those started over ssh,
+  // whose local process is the ssh client); returns how many.
+  int SignalLocal(int signal);
 
   // The ends of the fleet's workers among `events.exits` (taken out of it), classified.
   std::vector<elastic::WorkerEnd> TakeEnds(Supervisor::Events& events);

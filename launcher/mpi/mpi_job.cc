@@ -160,6 +160,12 @@ int RunMpirun(const LaunchOptions& o, const MpirunJob& job, const std::string& p
                 << " after it was asked to stop: killing it (SIGKILL)" << std::endl;
     }
   };
+  child_options.on_dump_request = [] {
+    std::cerr << "chorusrun: SIGUSR2: passed to mpirun, which passes it to every rank; each "
+                 "writes its flight recorder dump (CHORUS_FLIGHT_RECORDER_DIR, default "
+                 "/tmp/chorus-flight on each host)"
+              << std::endl;
+  };
   absl::StatusOr<ChildEnd> child = RunChild(
       program, argv, job.environment, [&output](absl::string_view bytes) { output.Feed(bytes); },
       child_options);

@@ -39,7 +39,7 @@ constexpr absl::Duration kDrainLimit = absl::Seconds(2);
 // How long the SIGKILLed leftovers may take to be reaped.
 constexpr absl::Duration kLeftoverReapLimit = absl::Seconds(2);
 
-constexpr int kHandled[] = {SIGINT, SIGTERM, SIGCHLD};
+constexpr int kHandled[] = {SIGINT, SIGTERM, SIGCHLD, SIGUSR2};
 
 void OnSignal(int sig, siginfo_t* info, void*) {
   const int saved_errno = errno;
@@ -268,6 +268,13 @@ absl::StatusOr<ChildEnd> RunChild(const std::string& program, const std::vector<
         for (ssize_t i = 0; i < n; ++i) {
           const int sig = bytes[i] & ~kFromTerminal;
           if (sig == SIGCHLD) continue;
+          if (sig == SIGUSR2) {  // a request, not a stop (see the header)
+            if (!exited) {
+              ::kill(pid, SIGUSR2);
+              if (options.on_dump_request) options.on_dump_request();
+            }
+            continue;
+          }
           if (!end.signal) end.signal = sig;
           if (exited) {
             signalled_after_exit = true;

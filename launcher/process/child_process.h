@@ -2,8 +2,12 @@
 //
 // Runs mpirun as a child of chorusrun: its stdout and stderr come back through one pipe (see
 // launcher/mpi/mpirun_output.h for why one), as read, to `on_output`. Blocks until the child exits,
-// sleeping in poll() on that pipe and a self-pipe of signals (SIGCHLD, SIGINT, SIGTERM) with the
-// next deadline of the StopSchedule as its timeout: no periodic wake-ups.
+// sleeping in poll() on that pipe and a self-pipe of signals (SIGCHLD, SIGINT, SIGTERM, SIGUSR2)
+// with the next deadline of the StopSchedule as its timeout: no periodic wake-ups.
+//
+// SIGUSR2 sent to chorusrun is passed on to the child as it is, not as a stop (mpirun passes it
+// to every rank: a request for the flight recorder dumps, Note [Flight dump on demand] in
+// runtime/flight/flight_recorder.h).
 //
 // Stopping it:
 // - SIGINT or SIGTERM sent to chorusrun is passed on to the child (not a terminal's Ctrl-C,
@@ -81,6 +85,8 @@ struct ChildOptions {
   std::function<std::optional<absl::Time>()> stop_at;
   // Told of each signal chorusrun sends the child on its own (not a passed-on one), just before.
   std::function<void(int sig)> on_stop;
+  // Told of each SIGUSR2 passed on to the child, just after.
+  std::function<void()> on_dump_request;
 };
 
 struct ChildEnd {

@@ -4,11 +4,11 @@
 // stops a whole group on the first failure, and elastic::Supervisor, which starts and stops
 // workers one by one):
 //
-// - SignalPipe: while installed, SIGINT, SIGTERM and SIGCHLD are written as one byte each to a
-//   non-blocking self-pipe that the owner polls, and SIGPIPE is ignored. Installations nest: an
-//   inner one (a WorkerGroup running a discovery script inside the elastic driver) saves the
-//   outer one's handlers and self-pipe and gives them back when restored; a signal that arrives
-//   meanwhile goes to the inner owner only.
+// - SignalPipe: while installed, SIGINT, SIGTERM, SIGUSR2 and SIGCHLD are written as one byte
+//   each to a non-blocking self-pipe that the owner polls, and SIGPIPE is ignored. Installations
+//   nest: an inner one (a WorkerGroup running a discovery script inside the elastic driver) saves
+//   the outer one's handlers and self-pipe and gives them back when restored; a signal that
+//   arrives meanwhile goes to the inner owner only.
 // - SpawnProcess: fork and exec one worker with its stdout and stderr on pipes, its stdin on
 //   /dev/null or on a pipe that receives WorkerSpec::stdin_text, in a given process group, with
 //   SIGKILL on chorusrun's death (PR_SET_PDEATHSIG).
@@ -21,6 +21,7 @@
 #include <signal.h>
 #include <sys/types.h>
 
+#include <iterator>
 #include <optional>
 #include <string>
 #include <vector>
@@ -73,14 +74,14 @@ class SignalPipe {
   // what a child inherits (SpawnProcess). REQUIRES: installed.
   const struct sigaction* inherited_actions() const;
 
-  static constexpr int kSignals[4] = {SIGINT, SIGTERM, SIGCHLD, SIGPIPE};
+  static constexpr int kSignals[5] = {SIGINT, SIGTERM, SIGCHLD, SIGPIPE, SIGUSR2};
 
  private:
   bool installed_ = false;
   int fds_[2] = {-1, -1};
   int previous_fd_ = -1;
   const SignalPipe* outer_ = nullptr;  // the SignalPipe installed before this one, if any
-  struct sigaction old_actions_[4] = {};
+  struct sigaction old_actions_[std::size(kSignals)] = {};
 };
 
 struct SpawnedProcess {

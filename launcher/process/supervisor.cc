@@ -86,6 +86,12 @@ void Supervisor::Stop(int id, int sig) {
   w.kill_at = sig == SIGKILL ? std::nullopt : std::optional(absl::Now() + options_.grace);
 }
 
+void Supervisor::Signal(int id, int sig) {
+  auto it = workers_.find(id);
+  if (it == workers_.end() || !it->second.running) return;
+  ::kill(it->second.pid, sig);
+}
+
 int Supervisor::running() const {
   return static_cast<int>(std::count_if(workers_.begin(), workers_.end(),
                                         [](const auto& e) { return e.second.running; }));
@@ -208,6 +214,7 @@ Supervisor::Events Supervisor::Poll(absl::Time until, bool return_when_idle) {
     if (polled[0].revents & POLLIN) {
       for (const int sig : signals_.Drain()) {
         if (sig == SIGINT || sig == SIGTERM) events.signals.push_back(sig);
+        if (sig == SIGUSR2) ++events.dump_requests;
       }
     }
     for (size_t p = 1; p < polled.size(); ++p) {

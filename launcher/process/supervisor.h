@@ -9,14 +9,14 @@
 //   When a worker has ended, what is left of its process group is killed (SIGKILL) before the
 //   worker is reaped, so no background child of a worker outlives it.
 // - A worker's death is learnt from SIGCHLD through the self-pipe (SignalPipe), which
-//   also delivers SIGINT and SIGTERM to Poll(); nothing polls on a timer. While a nested
+//   also delivers SIGINT, SIGTERM and SIGUSR2 to Poll(); nothing polls on a timer. While a nested
 //   WorkerGroup runs (a discovery script), SIGCHLD goes to that group's pipe; the next Poll()
 //   reaps every ended worker anyway (waitid(WNOHANG) on each of them).
 // - Output: each worker's stdout and stderr are read by Poll() and handed to the OutputSink
 //   given at Start(), under the index given there.
 //
-// SIGINT, SIGTERM, SIGCHLD and SIGPIPE (ignored) are the Supervisor's from Create() until it is
-// destroyed; the previous handlers are then restored.
+// SIGINT, SIGTERM, SIGUSR2, SIGCHLD and SIGPIPE (ignored) are the Supervisor's from Create() until
+// it is destroyed; the previous handlers are then restored.
 //
 // Thread-safety: thread-compatible; every call on the thread that created it. Other threads of
 // the process (gRPC's) may run.
@@ -53,10 +53,15 @@ class Supervisor {
   struct Events {
     std::vector<Exit> exits;   // workers reaped, in the order seen
     std::vector<int> signals;  // SIGINT/SIGTERM that reached chorusrun, in order
+    // SIGUSR2 that reached chorusrun: a request for the workers' flight recorder dumps (Note
+    // [Flight dump on demand] in runtime/flight/flight_recorder.h), not a stop.
+    int dump_requests = 0;
     // Workers that ended and whose output has been read to the end (after their exit), so
     // their ids are forgotten.
     std::vector<int> finished;
-    bool empty() const { return exits.empty() && signals.empty() && finished.empty(); }
+    bool empty() const {
+      return exits.empty() && signals.empty() && dump_requests == 0 && finished.empty();
+    }
   };
 
   // Installs the signal handlers. Internal when the self-pipe cannot be created.
@@ -81,6 +86,9 @@ class Supervisor {
   // grace period unless it has ended. A second Stop() sends SIGKILL at once. No-op for a worker
   // already reaped.
   void Stop(int id, int sig);
+  // Sends `sig` to worker `id`'s process only (not its group), as a request, not a stop. No-op
+  // for a worker already reaped.
+  void Signal(int id, int sig);
 
   // Waits until something happens (a worker ended, its output was read to the end, a signal
   // arrived) or `until` passes, reading

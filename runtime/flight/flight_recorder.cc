@@ -1,6 +1,7 @@
 #include "runtime/flight/flight_recorder.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -259,5 +261,35 @@ absl::Status WriteFlightDump(const std::string& dir, const FlightDump& dump) {
   }
   return absl::OkStatus();
 }
+
+namespace {
+
+// Note [Flight dump on demand]: what the handler may touch (a lock-free atomic).
+std::atomic<uint64_t> g_dump_requests{0};
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+
+void OnDumpSignal(int) { g_dump_requests.fetch_add(1, std::memory_order_relaxed); }
+
+bool DumpSignalIsOurs(const struct sigaction& action) {
+  return (action.sa_flags & SA_SIGINFO) == 0 && action.sa_handler == OnDumpSignal;
+}
+
+}  // namespace
+
+bool InstallFlightDumpSignal() {
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  struct sigaction current = {};
+  if (::sigaction(SIGUSR2, nullptr, &current) != 0) return false;
+  if (DumpSignalIsOurs(current)) return true;
+  if ((current.sa_flags & SA_SIGINFO) != 0 || current.sa_handler != SIG_DFL) return false;
+  struct sigaction action = {};
+  action.sa_handler = OnDumpSignal;
+  action.sa_flags = SA_RESTART;  // the application's system calls go on
+  sigemptyset(&action.sa_mask);
+  return ::sigaction(SIGUSR2, &action, nullptr) == 0;
+}
+
+uint64_t FlightDumpRequests() { return g_dump_requests.load(std::memory_order_relaxed); }
 
 }  // namespace chorus::runtime

@@ -14,9 +14,9 @@
 // rank submitted that are not yet negotiated (`pending`), and on rank 0 the coordinator's view of
 // them (which ranks submitted each). The dump is one JSON file per rank (FormatFlightDump;
 // format in docs/flight_recorder.md), written when the stall inspector reports, when the
-// no-progress bound gives up, when the loop stops on a failure, and when a batch fails; `chorus-
-// timeline flight DIR` reads a directory of them and names the first collective where the ranks
-// part and the ranks that never submitted it.
+// no-progress bound gives up, when the loop stops on a failure, when a batch fails, and when asked
+// (Note [Flight dump on demand], below); `chorus-timeline flight DIR` reads a directory of them
+// and names the first collective where the ranks part and the ranks that never submitted it.
 //
 // Thread-safety: Begin, End and Records are thread-safe (one mutex, taken twice per batch); the
 // loop records, the GPU completion thread may end a record, a watchdog's thread may read.
@@ -140,6 +140,23 @@ std::string FlightDumpPath(const std::string& dir, int32_t rank);
 // Writes `dump` to FlightDumpPath (creating `dir` and its parents), whole or not at all (a
 // temporary file renamed).
 absl::Status WriteFlightDump(const std::string& dir, const FlightDump& dump);
+
+// Note [Flight dump on demand]
+// SIGUSR2 asks for the dumps of a job that neither failed nor stalled (slow, or stuck under a
+// no-progress bound raised for long steps). The handler only counts (async-signal-safe); the
+// background loop reads the count once per cycle and, when it grew, raises
+// CacheBitVector::kFlightDumpAsked in that cycle's bit exchange, so that every rank dumps at the
+// cycle's end: one signal to one rank (or chorusrun's, passed to every rank) dumps the whole job.
+// A rank whose loop is inside a call that is not completing (a peer stopped or gone) runs no
+// cycle; the no-progress watchdog's thread (MPI) reads the count at each of its checks while the
+// loop is inside a call and dumps that rank alone. The handler goes in only where SIGUSR2 has its
+// default action (which ends the process): an application's own handler, or SIG_IGN, is left
+// alone, and the recorder then dumps on its other occasions only.
+//
+// Installs the handler (once per process); true when SIGUSR2's handler is chorus's.
+bool InstallFlightDumpSignal();
+// The SIGUSR2 signals this process has received since the handler went in.
+uint64_t FlightDumpRequests();
 
 }  // namespace chorus::runtime
 

@@ -97,12 +97,30 @@ void BackgroundLoop::ThreadMain(std::vector<std::vector<int32_t>> process_sets) 
     timeline_->Finish();
     return;
   }
+  // Note [Flight dump on demand] (runtime/flight/flight_recorder.h).
+  if (flight_.enabled()) {
+    if (InstallFlightDumpSignal()) {
+      dump_requests_seen_.store(FlightDumpRequests(), std::memory_order_relaxed);
+    } else {
+      CHORUS_LOG(INFO) << "flight recorder: SIGUSR2 has the application's own action; no dump on "
+                          "demand (the recorder still dumps on a stall, a failure or no progress)";
+    }
+  }
   // Note [No-progress bound] (runtime/progress/progress_watchdog.h): from the first cycle on.
   watchdog_ = controller_->progress_watchdog();
   if (watchdog_ != nullptr) {
     std::function<void(const std::string&)> dump;
-    if (flight_.enabled()) dump = [this](const std::string& report) { DumpFlight(report, true); };
-    watchdog_->Arm([this] { return DescribeWork(); }, std::move(dump));
+    std::function<void(absl::string_view)> while_inside;
+    if (flight_.enabled()) {
+      dump = [this](const std::string& report) { DumpFlight(report, true); };
+      while_inside = [this](absl::string_view call) {
+        if (!TakeDumpRequest()) return;
+        DumpFlight(absl::StrCat("asked for (SIGUSR2) while this rank was inside ", call,
+                                ", which had not completed"),
+                   /*loud=*/true);
+      };
+    }
+    watchdog_->Arm([this] { return DescribeWork(); }, std::move(dump), std::move(while_inside));
   }
 
   bool stop = false;
@@ -644,12 +662,17 @@ absl::Status BackgroundLoop::ExchangeBits(const std::vector<int32_t>& invalid_bi
   if (!gpu_failure.ok()) flags |= CacheBitVector::kGpuFailed;
   if (autotuner_ != nullptr && autotuner_->has_update()) flags |= CacheBitVector::kAutotune;
   if (std::exchange(stall_dump_, false)) flags |= CacheBitVector::kFlightDump;
+  if (TakeDumpRequest()) flags |= CacheBitVector::kFlightDumpAsked;
   bits_.Begin(flags);
   waiters_.ForEach([&](int32_t bit, TensorEntry*) { bits_.Hold(bit); });
   for (int32_t bit : invalid_bits) bits_.Invalidate(bit);
   CHORUS_RETURN_IF_ERROR(controller_->AllreduceBitAnd(bits_.Pack()));
   bits_.Unpack();
-  if (bits_.any(CacheBitVector::kFlightDump) && flight_.enabled()) {
+  if (bits_.any(CacheBitVector::kFlightDumpAsked) && flight_.enabled()) {
+    dump_reason_ = "asked for (SIGUSR2 to a rank of this job)";
+    dump_loud_ = true;
+  }
+  if (bits_.any(CacheBitVector::kFlightDump) && flight_.enabled()) {  // the stall's reason wins
     dump_reason_ = "the stall inspector on rank 0 reported ops that some ranks have not submitted";
     dump_loud_ = true;  // a failed batch in the same cycle keeps this reason (PlanAndExecute)
   }

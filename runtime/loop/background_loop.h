@@ -286,6 +286,9 @@ class BackgroundLoop {
   // `loud`). Nothing when the recorder is off. Runs on the loop thread, or on the watchdog's
   // while the loop thread is inside a watched call (as DescribeWork).
   void DumpFlight(const std::string& reason, bool loud) const;
+  // Note [Flight dump on demand]: whether a SIGUSR2 came since the last call (each is taken once,
+  // by whichever thread asks first). False when the recorder is off.
+  bool TakeDumpRequest();
 
   Config config_;
   SharedConfig shared_;
@@ -374,6 +377,9 @@ class BackgroundLoop {
   bool dump_loud_ = false;
   bool stall_dump_ = false;
   bool dumped_failed_batch_ = false;
+  // Note [Flight dump on demand]: the SIGUSR2 count this rank has answered (the loop thread's
+  // cycles and the watchdog's thread while the loop is inside a call both take requests).
+  std::atomic<uint64_t> dump_requests_seen_{0};
   // Completions of the current response, flushed together (one lock per table, not per op).
   std::vector<std::unique_ptr<TensorEntry>> completed_;
   std::vector<OpResult> completed_results_;

@@ -71,4 +71,11 @@ void BackgroundLoop::DumpFlight(const std::string& reason, bool loud) const {
   }
 }
 
+bool BackgroundLoop::TakeDumpRequest() {
+  if (!flight_.enabled()) return false;
+  const uint64_t requests = FlightDumpRequests();
+  if (dump_requests_seen_.load(std::memory_order_relaxed) == requests) return false;
+  return dump_requests_seen_.exchange(requests, std::memory_order_relaxed) != requests;
+}
+
 }  // namespace chorus::runtime

@@ -225,7 +225,11 @@ absl::Status MpiController::Await(MPI_Request* request, const char* call) {
   if (watchdog_ == nullptr) return ops::WaitPolitely(request, call);
   ops::PoliteWait how;
   how.deadline = watchdog_->WaitDeadline();
-  const absl::Status status = ops::WaitPolitely(request, call, how);
+  absl::Status status;
+  {
+    ProgressWatchdog::WaitingCall inside(watchdog_.get(), call);
+    status = ops::WaitPolitely(request, call, how);
+  }
   if (absl::IsDeadlineExceeded(status)) return watchdog_->GiveUp(call, peers_);
   if (status.ok()) watchdog_->Progressed();
   return status;

@@ -42,14 +42,15 @@ class CacheBitVector {
  public:
   // Flags of one rank; after Unpack, flags() holds their OR over all ranks.
   enum Flag : uint64_t {
-    kUncached = 1,         // this rank has requests for the coordinator
-    kShutdown = 2,         // this rank is shutting down
-    kUncachedPending = 4,  // this rank has pending ops that are not cache hits
-    kStallRound = 8,       // rank 0 wants a round to time out stalled ops
-    kGpuFailed = 16,       // this rank's GPU data plane failed: all ranks stop
-    kAutotune = 32,        // rank 0 sends new autotune parameters with this cycle's responses
-    kShutdownCause = 64,   // a rank shutting down gave a cause (Note [Shutdown causes])
-    kFlightDump = 128,     // rank 0 saw a stall: every rank dumps its flight recorder
+    kUncached = 1,           // this rank has requests for the coordinator
+    kShutdown = 2,           // this rank is shutting down
+    kUncachedPending = 4,    // this rank has pending ops that are not cache hits
+    kStallRound = 8,         // rank 0 wants a round to time out stalled ops
+    kGpuFailed = 16,         // this rank's GPU data plane failed: all ranks stop
+    kAutotune = 32,          // rank 0 sends new autotune parameters with this cycle's responses
+    kShutdownCause = 64,     // a rank shutting down gave a cause (Note [Shutdown causes])
+    kFlightDump = 128,       // rank 0 saw a stall: every rank dumps its flight recorder
+    kFlightDumpAsked = 256,  // a rank got SIGUSR2: every rank dumps its flight recorder
   };
 
   // The flags of rank `rank` shutting down: kShutdown, and for a rank below kNamedShutdownRanks

@@ -64,11 +64,13 @@ ProgressWatchdog::ProgressWatchdog(Options options) : options_(std::move(options
 ProgressWatchdog::~ProgressWatchdog() { Disarm(); }
 
 void ProgressWatchdog::Arm(std::function<std::string()> describe_work,
-                           std::function<void(const std::string& report)> before_terminate) {
+                           std::function<void(const std::string& report)> before_terminate,
+                           std::function<void(absl::string_view call)> while_inside) {
   {
     MutexLock lock(&mu_);
     describe_work_ = std::move(describe_work);
     before_terminate_ = std::move(before_terminate);
+    while_inside_ = std::move(while_inside);
     stop_ = false;
   }
   foreign_calls_ = 0;
@@ -83,6 +85,7 @@ void ProgressWatchdog::Disarm() {
     stop_ = true;
     describe_work_ = nullptr;
     before_terminate_ = nullptr;
+    while_inside_ = nullptr;
   }
   wake_.notify_all();
   if (thread_.joinable()) thread_.join();
@@ -132,21 +135,23 @@ bool ProgressWatchdog::Trip(const std::string& report) {
   return true;
 }
 
-void ProgressWatchdog::BeginBlocking(const char* call, absl::Span<const int32_t> peers) {
+void ProgressWatchdog::BeginBlocking(const char* call, absl::Span<const int32_t> peers,
+                                     bool bounded) {
   MutexLock lock(&mu_);
   open_ = true;
   open_call_ = call;
   open_peers_ = peers;
   open_foreign_calls_ = foreign_calls_;
-  open_deadline_ = NoProgressDeadline(absl::Now(), options_.bound, foreign_calls_);
+  open_deadline_ = bounded ? NoProgressDeadline(absl::Now(), options_.bound, foreign_calls_)
+                           : absl::InfiniteFuture();
 }
 
-void ProgressWatchdog::EndBlocking() {
+void ProgressWatchdog::EndBlocking(bool progressed) {
   {
     MutexLock lock(&mu_);
     open_ = false;
   }
-  Progressed();
+  if (progressed) Progressed();
 }
 
 void ProgressWatchdog::ThreadMain() {
@@ -162,6 +167,7 @@ void ProgressWatchdog::ThreadMain() {
     const absl::Duration frozen = now - last - every;
     if (frozen > options_.frozen_after && open_) open_deadline_ += frozen;
     last = now;
+    if (!tripped_ && open_ && while_inside_) while_inside_(open_call_);
     if (tripped_ || !open_ || now < open_deadline_) continue;
     Trip(DescribeNoProgress(Report(open_call_, open_peers_, open_foreign_calls_)));
   }
@@ -171,11 +177,22 @@ ProgressWatchdog::BlockingCall::BlockingCall(ProgressWatchdog* watchdog, const c
                                              absl::Span<const int32_t> peers)
     : watchdog_(watchdog != nullptr && watchdog->armed_.load(std::memory_order_acquire) ? watchdog
                                                                                         : nullptr) {
-  if (watchdog_ != nullptr) watchdog_->BeginBlocking(call, peers);
+  if (watchdog_ != nullptr) watchdog_->BeginBlocking(call, peers, /*bounded=*/true);
 }
 
 ProgressWatchdog::BlockingCall::~BlockingCall() {
-  if (watchdog_ != nullptr) watchdog_->EndBlocking();
+  if (watchdog_ != nullptr) watchdog_->EndBlocking(/*progressed=*/true);
+}
+
+ProgressWatchdog::WaitingCall::WaitingCall(ProgressWatchdog* watchdog, const char* call)
+    : watchdog_(watchdog != nullptr && watchdog->armed_.load(std::memory_order_acquire) ? watchdog
+                                                                                        : nullptr) {
+  if (watchdog_ != nullptr) watchdog_->BeginBlocking(call, {}, /*bounded=*/false);
+}
+
+ProgressWatchdog::WaitingCall::~WaitingCall() {
+  // The wait's caller says whether it progressed (a wait past its deadline did not).
+  if (watchdog_ != nullptr) watchdog_->EndBlocking(/*progressed=*/false);
 }
 
 }  // namespace chorus::runtime

@@ -46,9 +46,10 @@
 //
 // Threading: every method but the constructor and destructor is called by the loop thread
 // (the thread that calls the controller); the watchdog's own thread runs from Arm to Disarm and
-// only looks at the open blocking call. The loop's `describe_work` runs on either thread: on
-// the watchdog's only while a blocking call is open, i.e. while the loop thread is inside it
-// (the call's Begin and End synchronise with it through the watchdog's mutex).
+// only looks at the open call. The loop's `describe_work` runs on either thread: on the
+// watchdog's only while a blocking call is open, i.e. while the loop thread is inside it (the
+// call's Begin and End synchronise with it through the watchdog's mutex); `while_inside` only on
+// the watchdog's, in the same way, while a blocking call or a WaitingCall is open.
 #ifndef CHORUS_RUNTIME_PROGRESS_PROGRESS_WATCHDOG_H_
 #define CHORUS_RUNTIME_PROGRESS_PROGRESS_WATCHDOG_H_
 
@@ -131,9 +132,13 @@ class ProgressWatchdog {
   // places before `terminate` with the report, leaves the loop's account of itself (its flight
   // recorder's dump, Note [Flight recorder]); `terminate` then waits a check interval or a
   // second (at most the bound), so that ranks blocked in the same call, which trip within about
-  // that, leave theirs before this rank ends the job.
+  // that, leave theirs before this rank ends the job. `while_inside` (may be empty) runs on the
+  // watchdog's thread at each check while the loop thread is inside a call (a BlockingCall or a
+  // WaitingCall), with the call's name: where the loop answers what it cannot answer from a cycle
+  // (Note [Flight dump on demand] in runtime/flight/flight_recorder.h).
   void Arm(std::function<std::string()> describe_work,
-           std::function<void(const std::string& report)> before_terminate = nullptr);
+           std::function<void(const std::string& report)> before_terminate = nullptr,
+           std::function<void(absl::string_view call)> while_inside = nullptr);
   // Stops bounding calls and the thread; `describe_work` is not called any more.
   void Disarm();
 
@@ -163,9 +168,26 @@ class ProgressWatchdog {
     ProgressWatchdog* watchdog_;  // null: not watched
   };
 
+  // Brackets one non-blocking wait on the loop thread (one whose deadline is WaitDeadline(), which
+  // the wait keeps itself: the watchdog's thread ends nothing for it), so that `while_inside` runs
+  // while the loop thread is inside it. `call` must stay valid until the bracket ends. Nothing
+  // happens when the watchdog is not armed.
+  class WaitingCall {
+   public:
+    WaitingCall(ProgressWatchdog* watchdog, const char* call);
+    ~WaitingCall();
+    WaitingCall(const WaitingCall&) = delete;
+    WaitingCall& operator=(const WaitingCall&) = delete;
+
+   private:
+    ProgressWatchdog* watchdog_;  // null: not watched
+  };
+
  private:
-  void BeginBlocking(const char* call, absl::Span<const int32_t> peers);
-  void EndBlocking();
+  // `bounded`: the watchdog's thread ends the job when the call is still open at its deadline.
+  void BeginBlocking(const char* call, absl::Span<const int32_t> peers, bool bounded);
+  // Closes the open call; `progressed`: its completion counts as progress.
+  void EndBlocking(bool progressed);
   void ThreadMain();
   // The report of the open call (or of `call`), with the loop's description of its work.
   NoProgressReport Report(absl::string_view call, absl::Span<const int32_t> peers,
@@ -181,6 +203,7 @@ class ProgressWatchdog {
   std::condition_variable wake_;
   std::function<std::string()> describe_work_ ABSL_GUARDED_BY(mu_);
   std::function<void(const std::string& report)> before_terminate_ ABSL_GUARDED_BY(mu_);
+  std::function<void(absl::string_view call)> while_inside_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   bool tripped_ ABSL_GUARDED_BY(mu_) = false;
   // The open blocking call, if any.
@@ -188,7 +211,7 @@ class ProgressWatchdog {
   const char* open_call_ ABSL_GUARDED_BY(mu_) = nullptr;
   absl::Span<const int32_t> open_peers_ ABSL_GUARDED_BY(mu_);
   int64_t open_foreign_calls_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::Time open_deadline_ ABSL_GUARDED_BY(mu_);
+  absl::Time open_deadline_ ABSL_GUARDED_BY(mu_);  // InfiniteFuture for a WaitingCall
   std::thread thread_;
 };
 

@@ -1,7 +1,8 @@
 """Tests of `chorus-timeline flight` on hand-made dumps that follow docs/flight_recorder.md.
 
 3 ranks: a rank stuck inside a collective the others finished; an op one rank did not submit; an
-earlier job's dump left in the directory. Then the refusals: not a directory, no dumps, another
+earlier job's dump left in the directory; dumps asked for (SIGUSR2) in a running job, where an op
+that waited under a second is a step in progress and an older one the culprit. Then the refusals: not a directory, no dumps, another
 format, an incomplete dump, another version, two dumps of one rank.
 """
 
@@ -19,8 +20,8 @@ def record(batch, state="done", name=None):
 
 
 def dump(rank, records, batches, size=3, version=1, pending=(), coordinator=None, job="job-1",
-         written=E0 + 1000):
-    d = {"format": "chorus-flight-recorder", "version": version, "reason": "a test",
+         written=E0 + 1000, reason="a test"):
+    d = {"format": "chorus-flight-recorder", "version": version, "reason": reason,
          "job": job, "rank": rank, "size": size, "host": f"h{rank}", "pid": 100 + rank,
          "written_us": written, "cycles": 9, "batches": batches,
          "process_sets": [{"id": 0, "ranks": list(range(size))}],
@@ -63,6 +64,40 @@ def test_pending_ops_name_the_rank_that_did_not_submit(tmp_path, run_tool):
     u = a["unsubmitted"][0]
     assert (u["name"], u["submitted"], u["missing"], u["unknown"]) == ("grad.x", [0, 2], [1], [])
     assert a["culprit"] == "rank 1 never submitted allreduce 'grad.x' (submitted by ranks 0, 2)"
+
+
+def test_asked_for_dumps_of_a_running_job(tmp_path, run_tool):
+    done = [record(b) for b in range(3)]
+    asked = "asked for (SIGUSR2 to a rank of this job)"
+
+    def op(name, submitted):
+        return {"name": name, "op": "allreduce", "dtype": "float32", "shape": [4],
+                "process_set": 0, "device": -1, "submitted_us": submitted}
+
+    written = E0 + 10_000_000
+    # Rank 0 submitted grad.3 20 ms before the dump, the others not yet: a step in progress.
+    young = op("grad.3", written - 20_000)
+    write(tmp_path, [dump(r, done, 3, pending=[young] if r == 0 else [], written=written,
+                          reason=asked) for r in range(3)])
+    a = json.loads(run_tool("flight", tmp_path, "--json").stdout)
+    assert a["asked"] is True
+    assert a["unsubmitted"][0]["name"] == "grad.3"
+    assert abs(a["unsubmitted"][0]["waited_s"] - 0.02) < 1e-9
+    assert a["culprit"] == ("the ranks agree on every batch; the ops not submitted everywhere "
+                            "waited under 1 s (a step in progress)")
+    # Ranks 0 and 2 have waited 5 s for rank 1's grad.3: rank 1 is the culprit.
+    old = op("grad.3", written - 5_000_000)
+    write(tmp_path, [dump(r, done, 3, pending=[old] if r != 1 else [], written=written,
+                          reason=asked) for r in range(3)])
+    a = json.loads(run_tool("flight", tmp_path, "--json").stdout)
+    assert a["culprit"] == "rank 1 never submitted allreduce 'grad.3' (submitted by ranks 0, 2)"
+    assert "waited 5.00 s (from the dumps' pending ops)" in run_tool("flight", tmp_path).stdout
+    # Not asked for (a stall's dumps): any op not submitted everywhere is a suspect, however young.
+    write(tmp_path, [dump(r, done, 3, pending=[young] if r == 0 else [], written=written)
+                     for r in range(3)])
+    a = json.loads(run_tool("flight", tmp_path, "--json").stdout)
+    assert a["asked"] is False
+    assert a["culprit"] == "ranks 1, 2 never submitted allreduce 'grad.3' (submitted by rank 0)"
 
 
 def test_an_earlier_jobs_dumps_are_left_out(tmp_path, run_tool):

@@ -1,5 +1,6 @@
 #include "runtime/flight/flight_recorder.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -154,6 +155,32 @@ TEST_CASE("A flight dump is self-describing JSON", "[flight]") {
   const absl::Status refused = WriteFlightDump("/proc/no/such/dir", dump);
   CHECK_FALSE(refused.ok());
   CHECK(refused.message().find("/proc/no/such/dir") != std::string::npos);
+}
+
+TEST_CASE("SIGUSR2 asks for a dump where its action was the default, and only there", "[flight]") {
+  struct sigaction ignore = {};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  struct sigaction saved = {};
+  REQUIRE(::sigaction(SIGUSR2, &ignore, &saved) == 0);
+  // An application's choice (here SIG_IGN) is left alone.
+  CHECK_FALSE(InstallFlightDumpSignal());
+  struct sigaction now = {};
+  REQUIRE(::sigaction(SIGUSR2, nullptr, &now) == 0);
+  CHECK(now.sa_handler == SIG_IGN);
+
+  struct sigaction dfl = {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  REQUIRE(::sigaction(SIGUSR2, &dfl, nullptr) == 0);
+  CHECK(InstallFlightDumpSignal());
+  CHECK(InstallFlightDumpSignal());  // once: the second call finds it in place
+  const uint64_t before = FlightDumpRequests();
+  REQUIRE(::raise(SIGUSR2) == 0);  // handled on this thread before raise returns
+  REQUIRE(::raise(SIGUSR2) == 0);
+  CHECK(FlightDumpRequests() == before + 2);
+  // As the process had it (the handler stays chorus's where no test set another).
+  REQUIRE(::sigaction(SIGUSR2, &saved, nullptr) == 0);
 }
 
 }  // namespace

@@ -411,6 +411,56 @@ TEST_CASE("A blocking call still open at its deadline ends the job from the watc
                          "set 1); it waits on ranks 3, 5"));
 }
 
+TEST_CASE(
+    "While the loop is inside a call, the watchdog's thread asks it, naming the call; a "
+    "waiting call is never ended by the watchdog",
+    "[no_progress]") {
+  Recorder recorder;
+  // Bound 50 ms: the waiting call below lasts many bounds (its own wait keeps its deadline).
+  ProgressWatchdog watchdog(WatchOptions(recorder, absl::Milliseconds(50)));
+  Mutex mu;
+  std::vector<std::string> asked;  // the calls while_inside was told of, on the watchdog's thread
+  std::atomic<bool> in_call{false};
+  std::atomic<bool> asked_outside_call{false};
+  watchdog.Arm([] { return std::string("work"); }, nullptr,
+               [&](absl::string_view call) {
+                 if (!in_call.load()) asked_outside_call = true;
+                 MutexLock lock(&mu);
+                 asked.emplace_back(call);
+               });
+  const auto count = [&] {
+    MutexLock lock(&mu);
+    return asked.size();
+  };
+  {
+    ProgressWatchdog::WaitingCall wait(&watchdog, "MPI_Iallreduce (the cycle's bit vector)");
+    in_call = true;
+    // Several checks (every 10 ms) and several bounds pass inside the wait.
+    while (count() < 5) absl::SleepFor(absl::Milliseconds(5));
+    absl::SleepFor(absl::Milliseconds(200));
+    in_call = false;
+  }
+  const size_t after_wait = count();
+  absl::SleepFor(absl::Milliseconds(100));  // idle: nobody is asked
+  CHECK(count() == after_wait);
+  {
+    ProgressWatchdog::BlockingCall call(&watchdog, "the MPI data plane's Allreduce", {});
+    in_call = true;
+    while (count() == after_wait) absl::SleepFor(absl::Milliseconds(5));
+    in_call = false;
+  }
+  watchdog.Disarm();
+  CHECK_FALSE(asked_outside_call.load());
+  CHECK(recorder.count() <= 1);  // the blocking call may have passed its 50 ms bound
+  MutexLock lock(&mu);
+  CHECK(asked.front() == "MPI_Iallreduce (the cycle's bit vector)");
+  CHECK(asked.back() == "the MPI data plane's Allreduce");
+  // The waiting call, open for far longer than the bound, tripped nothing.
+  if (recorder.count() == 1) {
+    CHECK(absl::StrContains(recorder.report(0), "the MPI data plane's Allreduce"));
+  }
+}
+
 TEST_CASE("Calls that each complete within the bound never trip it, however long the job idles",
           "[no_progress]") {
   Recorder recorder;

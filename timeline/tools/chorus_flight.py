@@ -2,7 +2,8 @@
 
 A dump is one JSON file per rank (rank<N>.json, format "chorus-flight-recorder" version 1;
 docs/flight_recorder.md), written by chorus when the stall inspector reports, when the
-no-progress bound gives up, when the background loop stops on a failure, and when a batch fails.
+no-progress bound gives up, when the background loop stops on a failure, when a batch fails, and
+when asked (SIGUSR2 to a rank or to chorusrun).
 Each holds the rank's last batches (one collective each, numbered in the job's global order, so
 batch b is the same collective on every rank), the ops it submitted that were not negotiated yet,
 and on rank 0 the coordinator's view of those (which ranks submitted each).
@@ -20,7 +21,10 @@ The analysis (analyze()):
              ranks that did it, that are inside it, and that never started it
   unsubmitted  ops some ranks submitted and others did not: by rank 0's coordinator where its
              dump has it, else by the dumps' pending ops (missing: ranks whose dump lacks it;
-             unknown: ranks without a dump)
+             unknown: ranks without a dump; waited_s: how long the first rank had waited for
+             the others when it dumped)
+  asked      every dump was asked for (SIGUSR2), not written for a stall or a failure: the job
+             may be healthy, and an op that waited under YOUNG_S is in flight, not a culprit
   culprit    one line: the rank(s) and tensor to look at first
 """
 
@@ -32,6 +36,12 @@ FORMAT = "chorus-flight-recorder"
 VERSION = 1
 REQUIRED = ("reason", "job", "rank", "size", "written_us", "batches", "process_sets", "records",
             "pending")
+
+
+# In dumps that were all asked for, an op not yet submitted everywhere that waited less than this
+# is taken for a step in progress (ranks reach an op microseconds to milliseconds apart).
+YOUNG_S = 1.0
+ASKED_PREFIX = "asked for"
 
 
 class FlightError(Exception):
@@ -102,7 +112,8 @@ def analyze(dumps):
     out = {"size": size, "job": any_dump["job"], "dumped_ranks": sorted(dumps), "no_dump_ranks": missing,
            "reasons": {r: d["reason"] for r, d in sorted(dumps.items())},
            "last_done": {}, "in_flight": {}, "failed": [], "diverged": None,
-           "unsubmitted": [], "culprit": ""}
+           "unsubmitted": [], "culprit": "",
+           "asked": all(d["reason"].startswith(ASKED_PREFIX) for d in dumps.values())}
 
     records = {}  # batch -> {rank: record}
     for rank, dump in dumps.items():
@@ -149,16 +160,19 @@ def analyze(dumps):
                                            "process_set": op["process_set"],
                                            "submitted": op["submitted_ranks"],
                                            "missing": op["missing_ranks"], "unknown": [],
+                                           "waited_s": op["waited_s"],
                                            "source": "rank 0's coordinator"})
     seen = {u["name"] for u in out["unsubmitted"]}
-    pending = {}  # name -> (first submission time, op, set, ranks holding it)
+    pending = {}  # name -> (first submission time, op, set, ranks holding it, longest wait)
     for rank, dump in dumps.items():
         for op in dump["pending"]:
             t = op.get("submitted_us") or 0
-            entry = pending.setdefault(op["name"], [t, op["op"], op["process_set"], set()])
+            entry = pending.setdefault(op["name"], [t, op["op"], op["process_set"], set(), 0.0])
             entry[0] = min(entry[0], t)
             entry[3].add(rank)
-    for name, (t, op, set_id, holders) in sorted(pending.items(), key=lambda kv: kv[1][0]):
+            if t:
+                entry[4] = max(entry[4], (dump["written_us"] - t) / 1e6)
+    for name, (t, op, set_id, holders, waited) in sorted(pending.items(), key=lambda kv: kv[1][0]):
         if name in seen:
             continue
         members = sets.get(set_id, sorted(holders))
@@ -167,13 +181,15 @@ def analyze(dumps):
         if absent or unknown:
             out["unsubmitted"].append({"name": name, "op": op, "process_set": set_id,
                                        "submitted": sorted(holders), "missing": absent,
-                                       "unknown": unknown, "source": "the dumps' pending ops"})
+                                       "unknown": unknown, "waited_s": waited,
+                                       "source": "the dumps' pending ops"})
 
     # The op the fewest ranks lack first (a rank that skipped one op makes the others wait for
     # it, and the next op it submitted waits for all the others), then in arrival order.
     out["unsubmitted"].sort(key=lambda u: len(u["missing"]) + len(u["unknown"]))
-    if out["unsubmitted"]:
-        u = out["unsubmitted"][0]
+    suspects = [u for u in out["unsubmitted"] if not out["asked"] or u["waited_s"] >= YOUNG_S]
+    if suspects:
+        u = suspects[0]
         what = f"{u['op']} '{u['name']}' (submitted by {_ranks(u['submitted'])})"
         if u["missing"]:
             out["culprit"] = f"{_ranks(u['missing'])} never submitted {what}"
@@ -194,7 +210,10 @@ def analyze(dumps):
         out["culprit"] = f"{_ranks(missing)} left no dump; the others agree on every batch"
     else:
         out["culprit"] = "the ranks agree on every batch and every op"
-    if missing and out["unsubmitted"] and out["unsubmitted"][0]["missing"]:
+        if out["unsubmitted"]:
+            out["culprit"] = ("the ranks agree on every batch; the ops not submitted everywhere "
+                              f"waited under {YOUNG_S:g} s (a step in progress)")
+    if missing and suspects and suspects[0]["missing"]:
         out["culprit"] += f"; {_ranks(missing)} left no dump (stopped, killed, or on another host)"
     return out
 
@@ -214,7 +233,8 @@ def format_text(a):
         if u["unknown"]:
             parts.append(f"unknown for {_ranks(u['unknown'])} (no dump)")
         lines.append(f"not submitted everywhere: {u['op']} '{u['name']}' (process set "
-                     f"{u['process_set']}): " + ", ".join(parts) + f" (from {u['source']})")
+                     f"{u['process_set']}): " + ", ".join(parts)
+                     + f", waited {u['waited_s']:.2f} s (from {u['source']})")
     d = a["diverged"]
     if d:
         parts = []
