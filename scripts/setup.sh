@@ -5,6 +5,7 @@ set -euo pipefail
 
 PACKAGES=(
   build-essential cmake ninja-build pkg-config clang clang-format
+  lld  # the linker CMake picks where it is there (CHORUS_USE_LLD)
   libclang-rt-14-dev  # libFuzzer (scripts/fuzz.sh); clang only recommends it
   libopenmpi-dev openmpi-bin
   libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc
