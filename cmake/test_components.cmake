@@ -15,6 +15,7 @@ set(CHORUS_TEST_COMPONENTS
   "autotune:autotune"
   "timeline:^timeline_"
   "flight_recorder:^(flight_recorder_e2e|timeline_tool)$"
+  "metrics:^metrics_"
   "ucx:(^|_)ucx_|_gloo$|cut_gloo"
   "gpu:^(gpu_.*|nccl_fake|bench_gpu_host_smoke)$"
   "host_cost:^(registered_alloc_.*|bench_overhead_smoke|python_overhead_bench_smoke|bench_gpu_host_smoke)$"

@@ -19,6 +19,7 @@
 #include "runtime/config.h"
 #include "runtime/controller_factory.h"
 #include "runtime/elastic/membership_watcher.h"
+#include "runtime/flight/flight_recorder.h"
 #include "runtime/runtime.h"
 
 namespace chorus {
@@ -166,6 +167,10 @@ std::shared_ptr<runtime::Runtime> TakeSlot() ABSL_EXCLUSIVE_LOCKS_REQUIRED(SlotM
 }  // namespace
 
 absl::Status Init(const InitOptions& options) {
+  // Note [Flight dump on demand]: before the world forms (and before an MPI-less worker's first
+  // heartbeat, which tells chorusrun to pass SIGUSR2 on to it): from here on the signal asks for
+  // a dump and ends nothing.
+  runtime::InstallFlightDumpSignal();
   MutexLock lock(&SlotMutex());
   if (Slot() != nullptr) return absl::OkStatus();
   CHORUS_ASSIGN_OR_RETURN(World world, FormWorld(options.mpi_comm));
@@ -288,6 +293,11 @@ absl::StatusOr<std::optional<OpResult>> TryRelease(Handle handle) {
 absl::StatusOr<std::string> ControllerName() {
   CHORUS_ASSIGN_OR_RETURN(auto rt, Current());
   return rt->controller_name();
+}
+
+absl::StatusOr<std::string> MetricsJson() {
+  CHORUS_ASSIGN_OR_RETURN(auto rt, Current());
+  return rt->MetricsJson();
 }
 
 bool CudaBuilt() { return ops::gpu::DefaultGpuPlatform()->name() == "CUDA"; }

@@ -147,6 +147,17 @@ const char* chorus_controller_name(void) {
   }
 }
 
+const char* chorus_metrics_json(void) {
+  thread_local std::string json;
+  try {
+    absl::StatusOr<std::string> metrics = chorus::MetricsJson();
+    json = metrics.ok() ? *std::move(metrics) : std::string();
+  } catch (...) {
+    json.clear();
+  }
+  return json.c_str();
+}
+
 int chorus_start_timeline(const char* path, int mark_cycles) {
   return Guard(
       [&] { return Report(chorus::StartTimeline(path != nullptr ? path : "", mark_cycles != 0)); });

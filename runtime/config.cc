@@ -202,6 +202,13 @@ const Variable kVariables[] = {
        return true;
      },
      [](const Config& c) { return c.flight_recorder_dir; }},
+    {"CHORUS_METRICS_PORT",
+     {nullptr, nullptr},
+     "expected a port number in [0, 65535]",
+     "serve Prometheus metrics on this port + the local rank (the Python package's "
+     "chorus.metrics); 0 = none",
+     [](absl::string_view text, Config* c) { return ParseInt32(text, 0, 65535, &c->metrics_port); },
+     [](const Config& c) { return absl::StrCat(c.metrics_port); }},
     {"CHORUS_IDLE_CYCLE_MS",
      {nullptr, nullptr},
      "expected a positive number of milliseconds",

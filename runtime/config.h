@@ -63,6 +63,9 @@ struct Config {
   // its dumps go to (CHORUS_FLIGHT_RECORDER_DIR; empty: chorus-flight under $TMPDIR or /tmp).
   int32_t flight_recorder_entries = 2048;
   std::string flight_recorder_dir;
+  // Note [Batch metrics]: the base port chorus.metrics serves Prometheus metrics on (each process
+  // on it + its local rank; CHORUS_METRICS_PORT, read by the Python package); 0: none.
+  int32_t metrics_port = 0;
   // How long an idle background loop sleeps between cycles when no rank has work; it wakes
   // at once when work is submitted locally. CHORUS_IDLE_CYCLE_MS. Default 20.
   absl::Duration idle_cycle_time = absl::Milliseconds(20);

@@ -201,7 +201,7 @@ absl::Status Runtime::StartLoop(std::unique_ptr<Controller> controller,
   // loop has started (or failed to); registered ops are refused until the queue is open.
   loop_ = std::make_unique<BackgroundLoop>(config_, std::move(controller), &queue_, &entry_pool_,
                                            &slots_, &registry_, &handles_, timeline_.get(),
-                                           gpu_platform_, &autotune_memory_);
+                                           gpu_platform_, &autotune_memory_, &metrics_);
   absl::Status started = loop_->Start(std::move(process_sets));
   if (!started.ok()) {
     queue_.Fail(absl::StrCat("chorus failed to start: ", started.ToString()));
@@ -235,6 +235,12 @@ absl::Status Runtime::StartTimeline(const std::string& path, bool mark_cycles) {
   }
   if (path.empty()) return absl::InvalidArgumentError("start_timeline: the file path is empty");
   return timeline_->Start(path, mark_cycles);
+}
+
+std::string Runtime::MetricsJson() const {
+  const BatchTotals totals = metrics_.Read();
+  ReaderMutexLock lock(&world_mu_);
+  return FormatBatchTotals(totals, topology_.rank, topology_.size, controller_name_);
 }
 
 absl::Status Runtime::StopTimeline() {

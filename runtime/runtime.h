@@ -39,6 +39,7 @@
 #include "ops/gpu_platform.h"
 #include "runtime/config.h"
 #include "runtime/controller.h"
+#include "runtime/flight/batch_metrics.h"
 #include "runtime/loop/background_loop.h"
 #include "runtime/negotiate/process_set_registry.h"
 #include "runtime/submit/entry_pool.h"
@@ -95,6 +96,10 @@ class Runtime {
   absl::Status StartTimeline(const std::string& path, bool mark_cycles);
   // Ends the recording; returns once the file is complete. OK when nothing is recorded.
   absl::Status StopTimeline();
+
+  // Note [Batch metrics]: this process's batch totals over every world, with its rank, world
+  // size and controller, as JSON (FormatBatchTotals). Thread-safe; never waits for the loop.
+  std::string MetricsJson() const ABSL_LOCKS_EXCLUDED(world_mu_);
 
   // Test-only view of the loop's counters. REQUIRES: not shut down.
   const BackgroundLoop::Counters& TEST_counters() const { return loop_->counters(); }
@@ -205,6 +210,8 @@ class Runtime {
   // What autotune carries from one world to the next (runtime/autotune/autotuner.h): only the
   // running loop touches it.
   AutotuneMemory autotune_memory_;
+  // Note [Batch metrics]: this process's batch totals, over every world (outlives loop_).
+  BatchMetrics metrics_;
   std::unique_ptr<BackgroundLoop> loop_;  // replaced under shutdown_mu_
 
   std::shared_ptr<ops::gpu::GpuPlatform> gpu_platform_;

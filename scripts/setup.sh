@@ -19,6 +19,8 @@ PACKAGES=(
   python3-mpi4py python3-pip python3-setuptools python3-wheel
   python3-venv  # the install test: pip into a fresh virtual environment
   python3-cloudpickle  # chorus.run sends the function to the workers
+  python3-prometheus-client  # chorus.metrics (CHORUS_METRICS_PORT)
+  prometheus  # the server metrics_prometheus_e2e scrapes chorus with
 )
 
 missing=()

@@ -103,6 +103,10 @@ CHORUS_EXPORT int chorus_nccl_version(void);
 /* The controller's name ("MPI", "UCX"); "" when chorus is not initialized. Static storage. */
 CHORUS_EXPORT const char* chorus_controller_name(void);
 
+/* This process's collectives so far, by op, as JSON (chorus::MetricsJson, docs/metrics.md); ""
+ * when chorus is not initialized. Valid until this thread's next call of it. */
+CHORUS_EXPORT const char* chorus_metrics_json(void);
+
 /* Timelines (docs/timeline.md). start: records into path (per-rank rules apply) from the next
  * background cycle; needs CHORUS_TIMELINE (or HOROVOD_TIMELINE) set, to a path or DYNAMIC
  * (FAILED_PRECONDITION otherwise). stop: returns once the file is complete. Local, not

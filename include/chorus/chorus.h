@@ -269,6 +269,12 @@ absl::StatusOr<std::optional<OpResult>> TryRelease(Handle handle);
 // CHORUS_CONTROLLER=ucx).
 absl::StatusOr<std::string> ControllerName();
 
+// This process's collectives so far, by op, over every world (an elastic job's re-forms
+// included), as JSON (docs/metrics.md): what chorus.metrics serves to Prometheus. Local; never
+// waits for the background loop. Empty totals while the flight recorder is off
+// (CHORUS_FLIGHT_RECORDER_ENTRIES=0).
+absl::StatusOr<std::string> MetricsJson();
+
 // Whether this build has the CUDA/NCCL data plane for GPU tensors (whether or not a GPU is
 // visible). Needs no init.
 bool CudaBuilt();

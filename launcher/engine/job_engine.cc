@@ -299,16 +299,20 @@ elastic::Events JobEngine::Wait(absl::Time wake) {
 }
 
 void JobEngine::AskForFlightDumps() {
-  const int signalled = fleet_->SignalLocal(SIGUSR2);
+  // Only workers that have called chorus init, which then takes SIGUSR2 as a request: to one
+  // still starting, the signal would be fatal.
+  const int signalled =
+      fleet_->SignalLocal(SIGUSR2, [this](const std::string& id) { return server_->Heard(id); });
   if (signalled > 0) {
     std::cerr << "chorusrun: SIGUSR2: passed to the " << signalled
-              << " worker(s) on this host; every rank whose loop runs writes its flight recorder "
-                 "dump (CHORUS_FLIGHT_RECORDER_DIR, default /tmp/chorus-flight on each host)"
+              << " initialised worker(s) on this host; every rank whose loop runs writes its "
+                 "flight recorder dump (CHORUS_FLIGHT_RECORDER_DIR, default /tmp/chorus-flight on "
+                 "each host)"
               << std::endl;
   } else {
-    std::cerr << "chorusrun: SIGUSR2: no worker runs on this host; send SIGUSR2 to a worker "
-                 "process on its host, and every rank whose loop runs writes its flight recorder "
-                 "dump"
+    std::cerr << "chorusrun: SIGUSR2: no initialised worker runs on this host; send SIGUSR2 to a "
+                 "worker process on its host, and every rank whose loop runs writes its flight "
+                 "recorder dump"
               << std::endl;
   }
 }

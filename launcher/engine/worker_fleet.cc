@@ -139,10 +139,10 @@ void WorkerFleet::StopAll(int signal) {
   for (const auto& [id, p] : processes_) supervisor_->Stop(p.supervisor_id, signal);
 }
 
-int WorkerFleet::SignalLocal(int signal) {
+int WorkerFleet::SignalLocal(int signal, const std::function<bool(const std::string& id)>& chosen) {
   int signalled = 0;
   for (const auto& [id, p] : processes_) {
-    if (p.remote) continue;
+    if (p.remote || !chosen(id)) continue;
     supervisor_->Signal(p.supervisor_id, signal);
     ++signalled;
   }

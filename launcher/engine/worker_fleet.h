@@ -69,8 +69,8 @@ class WorkerFleet {
   void Stop(const std::string& id, int signal);
   void StopAll(int signal);
   // Sends `signal` to every running worker started on this host (not those started over ssh,
-  // whose local process is the ssh client); returns how many.
-  int SignalLocal(int signal);
+  // whose local process is the ssh client) for which `chosen(worker id)` holds; returns how many.
+  int SignalLocal(int signal, const std::function<bool(const std::string& id)>& chosen);
 
   // The ends of the fleet's workers among `events.exits` (taken out of it), classified.
   std::vector<elastic::WorkerEnd> TakeEnds(Supervisor::Events& events);

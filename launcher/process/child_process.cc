@@ -193,7 +193,9 @@ absl::StatusOr<ChildEnd> RunChild(const std::string& program, const std::vector<
   // Handlers go in before fork so a signal that arrives right after the child starts is not lost.
   struct sigaction action = {};
   action.sa_sigaction = OnSignal;
-  action.sa_flags = SA_SIGINFO;  // no SA_RESTART: poll() returns EINTR, and the loop goes on
+  // SA_RESTART: a write to a full stdout pipe goes on after SIGUSR2, which now ends nothing
+  // (poll() is never restarted: it returns EINTR, and the loop goes on).
+  action.sa_flags = SA_SIGINFO | SA_RESTART;
   sigemptyset(&action.sa_mask);
   struct sigaction old_actions[std::size(kHandled)];
   for (size_t i = 0; i < std::size(kHandled); ++i) {

@@ -64,7 +64,8 @@ const char* FlightStateName(FlightRecord::State state) {
   return "unknown";
 }
 
-FlightRecorder::FlightRecorder(int32_t capacity) : capacity_(std::max<int32_t>(0, capacity)) {
+FlightRecorder::FlightRecorder(int32_t capacity, BatchMetrics* metrics)
+    : capacity_(std::max<int32_t>(0, capacity)), metrics_(metrics) {
   MutexLock lock(&mu_);
   ring_.resize(static_cast<size_t>(capacity_));
 }
@@ -112,6 +113,7 @@ void FlightRecorder::End(int64_t token, const absl::Status& status, absl::Time n
     r.state = FlightRecord::State::kFailed;
     r.error.Set(status.message());
   }
+  if (metrics_ != nullptr) metrics_->Add(r.type, r.tensors, r.bytes, now - r.started, status.ok());
 }
 
 std::vector<FlightRecord> FlightRecorder::Records() const {

@@ -34,6 +34,7 @@
 
 #include "base/mutex.h"
 #include "chorus/types.h"
+#include "runtime/flight/batch_metrics.h"
 #include "runtime/message.h"
 #include "runtime/negotiate/coordinator.h"
 
@@ -72,8 +73,9 @@ const char* FlightStateName(FlightRecord::State state);
 
 class FlightRecorder {
  public:
-  // Keeps the last `capacity` batches; 0: records nothing.
-  explicit FlightRecorder(int32_t capacity);
+  // Keeps the last `capacity` batches; 0: records nothing. Each batch that ends is added to
+  // `metrics` (Note [Batch metrics]; borrowed, may be null).
+  explicit FlightRecorder(int32_t capacity, BatchMetrics* metrics = nullptr);
   FlightRecorder(const FlightRecorder&) = delete;
   FlightRecorder& operator=(const FlightRecorder&) = delete;
 
@@ -90,6 +92,7 @@ class FlightRecorder {
 
  private:
   const int32_t capacity_;
+  BatchMetrics* const metrics_;
   mutable Mutex mu_;
   std::vector<FlightRecord> ring_ ABSL_GUARDED_BY(mu_);
   int64_t next_ ABSL_GUARDED_BY(mu_) = 0;  // records begun so far; the next token
@@ -148,10 +151,13 @@ absl::Status WriteFlightDump(const std::string& dir, const FlightDump& dump);
 // CacheBitVector::kFlightDumpAsked in that cycle's bit exchange, so that every rank dumps at the
 // cycle's end: one signal to one rank (or chorusrun's, passed to every rank) dumps the whole job.
 // A rank whose loop is inside a call that is not completing (a peer stopped or gone) runs no
-// cycle; the no-progress watchdog's thread (MPI) reads the count at each of its checks while the
-// loop is inside a call and dumps that rank alone. The handler goes in only where SIGUSR2 has its
-// default action (which ends the process): an application's own handler, or SIG_IGN, is left
-// alone, and the recorder then dumps on its other occasions only.
+// cycle; the no-progress watchdog's thread (MPI) reads the count at each of its checks and, for a
+// request the loop has not answered while it has been inside one call for over a second, dumps
+// that rank alone (the request stays the loop's: if the call completes, its next cycle dumps every
+// rank). The handler goes in at init, before the handshake, recorder on or off, so that from init
+// on SIGUSR2 ends no process (chorusrun passes it to every worker; a process that has not reached
+// init yet still dies of it), and only where SIGUSR2 has its default action: an application's own
+// handler, or SIG_IGN, is left alone, and the recorder then dumps on its other occasions only.
 //
 // Installs the handler (once per process); true when SIGUSR2's handler is chorus's.
 bool InstallFlightDumpSignal();

@@ -52,7 +52,7 @@ BackgroundLoop::BackgroundLoop(Config config, std::unique_ptr<Controller> contro
                                ProcessSetRegistry* registry, HandleTable* handles,
                                timeline::Timeline* timeline,
                                std::shared_ptr<ops::gpu::GpuPlatform> gpu_platform,
-                               AutotuneMemory* autotune_memory)
+                               AutotuneMemory* autotune_memory, BatchMetrics* metrics)
     : config_(std::move(config)),
       controller_(std::move(controller)),
       topology_(controller_->topology()),
@@ -64,7 +64,8 @@ BackgroundLoop::BackgroundLoop(Config config, std::unique_ptr<Controller> contro
       timeline_(timeline),
       gpu_platform_(std::move(gpu_platform)),
       stall_policy_(StallPolicyFor(config_)),
-      flight_(config_.flight_recorder_entries),
+      metrics_(metrics),
+      flight_(config_.flight_recorder_entries, metrics),
       flight_dir_(FlightDirectory(config_.flight_recorder_dir)),
       flight_job_(FlightJobId()),
       tracer_(timeline),
@@ -75,6 +76,13 @@ BackgroundLoop::~BackgroundLoop() {
 }
 
 absl::Status BackgroundLoop::Start(std::vector<std::vector<int32_t>> process_sets) {
+  // Note [Flight dump on demand]: on init's thread, before the handshake, recorder or not: from
+  // init on, a SIGUSR2 (chorusrun passes it to every worker) asks for a dump and ends nothing.
+  if (!InstallFlightDumpSignal() && flight_.enabled()) {
+    CHORUS_LOG(INFO) << "flight recorder: SIGUSR2 has the application's own action; no dump on "
+                        "demand (the recorder still dumps on a stall, a failure or no progress)";
+  }
+  dump_requests_seen_.store(FlightDumpRequests(), std::memory_order_relaxed);
   std::future<absl::Status> started = started_.get_future();
   thread_ = std::thread([this, sets = std::move(process_sets)]() { ThreadMain(sets); });
   absl::Status status = started.get();
@@ -97,31 +105,7 @@ void BackgroundLoop::ThreadMain(std::vector<std::vector<int32_t>> process_sets) 
     timeline_->Finish();
     return;
   }
-  // Note [Flight dump on demand] (runtime/flight/flight_recorder.h).
-  if (flight_.enabled()) {
-    if (InstallFlightDumpSignal()) {
-      dump_requests_seen_.store(FlightDumpRequests(), std::memory_order_relaxed);
-    } else {
-      CHORUS_LOG(INFO) << "flight recorder: SIGUSR2 has the application's own action; no dump on "
-                          "demand (the recorder still dumps on a stall, a failure or no progress)";
-    }
-  }
-  // Note [No-progress bound] (runtime/progress/progress_watchdog.h): from the first cycle on.
-  watchdog_ = controller_->progress_watchdog();
-  if (watchdog_ != nullptr) {
-    std::function<void(const std::string&)> dump;
-    std::function<void(absl::string_view)> while_inside;
-    if (flight_.enabled()) {
-      dump = [this](const std::string& report) { DumpFlight(report, true); };
-      while_inside = [this](absl::string_view call) {
-        if (!TakeDumpRequest()) return;
-        DumpFlight(absl::StrCat("asked for (SIGUSR2) while this rank was inside ", call,
-                                ", which had not completed"),
-                   /*loud=*/true);
-      };
-    }
-    watchdog_->Arm([this] { return DescribeWork(); }, std::move(dump), std::move(while_inside));
-  }
+  StartWatching();
 
   bool stop = false;
   while (!stop) {
@@ -573,6 +557,7 @@ void BackgroundLoop::Uncache(int32_t bit) {
 absl::Status BackgroundLoop::RunCycle(bool* stop) {
   const absl::Time cycle_start = absl::Now();
   const int64_t cycle = counters_.cycles.fetch_add(1, std::memory_order_relaxed);
+  if (metrics_ != nullptr) metrics_->AddCycle();
   timeline_->BeginCycle(cycle, cycle_start);
 
   // 1. Take new submissions; expire cache waits; rank 0 reports stalls.
@@ -613,6 +598,7 @@ absl::Status BackgroundLoop::RunCycle(bool* stop) {
     DumpFlight(dump_reason_, dump_loud_);
     dump_reason_.clear();
     dump_loud_ = false;
+    dump_asked_ = false;
   }
   timeline_->EndCycle();
   if (bits_.any(CacheBitVector::kShutdown)) {
@@ -671,8 +657,10 @@ absl::Status BackgroundLoop::ExchangeBits(const std::vector<int32_t>& invalid_bi
   if (bits_.any(CacheBitVector::kFlightDumpAsked) && flight_.enabled()) {
     dump_reason_ = "asked for (SIGUSR2 to a rank of this job)";
     dump_loud_ = true;
+    dump_asked_ = true;  // a failed batch in the same cycle gives its reason instead
   }
   if (bits_.any(CacheBitVector::kFlightDump) && flight_.enabled()) {  // the stall's reason wins
+    dump_asked_ = false;
     dump_reason_ = "the stall inspector on rank 0 reported ops that some ranks have not submitted";
     dump_loud_ = true;  // a failed batch in the same cycle keeps this reason (PlanAndExecute)
   }

@@ -87,13 +87,14 @@ class BackgroundLoop {
  public:
   // Borrows `queue`, `entry_pool` (where completed entries go), `slots` (where registered ops'
   // entries go back), `registry`, `handles`, `timeline` and `autotune_memory` (what autotune
-  // carries from one world to the next; they outlive the loop). GPU tensors run on
-  // `gpu_platform` (ops/gpu_platform.h).
+  // carries from one world to the next; they outlive the loop) and `metrics` (this process's
+  // batch totals, Note [Batch metrics]; may be null). GPU tensors run on `gpu_platform`
+  // (ops/gpu_platform.h).
   BackgroundLoop(Config config, std::unique_ptr<Controller> controller, SubmissionQueue* queue,
                  EntryPool* entry_pool, SlotTable* slots, ProcessSetRegistry* registry,
                  HandleTable* handles, timeline::Timeline* timeline,
                  std::shared_ptr<ops::gpu::GpuPlatform> gpu_platform,
-                 AutotuneMemory* autotune_memory);
+                 AutotuneMemory* autotune_memory, BatchMetrics* metrics = nullptr);
   // Joins the thread. REQUIRES: the queue was closed (the loop then stops).
   ~BackgroundLoop();
   BackgroundLoop(const BackgroundLoop&) = delete;
@@ -286,8 +287,12 @@ class BackgroundLoop {
   // `loud`). Nothing when the recorder is off. Runs on the loop thread, or on the watchdog's
   // while the loop thread is inside a watched call (as DescribeWork).
   void DumpFlight(const std::string& reason, bool loud) const;
-  // Note [Flight dump on demand]: whether a SIGUSR2 came since the last call (each is taken once,
-  // by whichever thread asks first). False when the recorder is off.
+  // From the first cycle on: the dumps on demand (Note [Flight dump on demand]) and the
+  // no-progress watchdog (Note [No-progress bound]), which leaves the flight recorder's dump
+  // before it ends the job and answers a dump request while the loop is inside a call.
+  void StartWatching();
+  // Note [Flight dump on demand]: whether a SIGUSR2 came since the last call. The loop thread's
+  // only; false when the recorder is off.
   bool TakeDumpRequest();
 
   Config config_;
@@ -368,6 +373,7 @@ class BackgroundLoop {
   // to log it as a warning); rank 0: a stall was reported, every rank dumps after this cycle's
   // bit exchange (CacheBitVector::kFlightDump); whether this world dumped for a failed batch yet
   // (only its first).
+  BatchMetrics* const metrics_;  // may be null
   FlightRecorder flight_;
   const std::string flight_dir_;  // where dumps go (read at construction, not on the watchdog's)
   const std::string flight_job_;  // FlightJobId()
@@ -377,9 +383,16 @@ class BackgroundLoop {
   bool dump_loud_ = false;
   bool stall_dump_ = false;
   bool dumped_failed_batch_ = false;
-  // Note [Flight dump on demand]: the SIGUSR2 count this rank has answered (the loop thread's
-  // cycles and the watchdog's thread while the loop is inside a call both take requests).
+  // Note [Flight dump on demand]: the SIGUSR2 count the loop has answered (written by the loop
+  // thread, read by the watchdog's), and the one the watchdog's thread answered while the loop
+  // was stuck in a call (that thread's only); whether the dump due at this cycle's end was asked
+  // for (a failed batch's reason then replaces it).
   std::atomic<uint64_t> dump_requests_seen_{0};
+  uint64_t watchdog_answered_ = 0;
+  bool dump_asked_ = false;
+  // How long the loop must have been inside one call before the watchdog's thread answers a
+  // request for it (a healthy loop answers from its next cycle, within milliseconds).
+  static constexpr absl::Duration kStuckForDump = absl::Seconds(1);
   // Completions of the current response, flushed together (one lock per table, not per op).
   std::vector<std::unique_ptr<TensorEntry>> completed_;
   std::vector<OpResult> completed_results_;

@@ -77,8 +77,9 @@ absl::Status BackgroundLoop::PlanAndExecute(const ResponseList& negotiated) {
     }
     if (response.is_error() && !dumped_failed_batch_ && flight_.enabled()) {
       dumped_failed_batch_ = true;  // the first failed batch of this world, on every rank
-      if (dump_reason_.empty()) {
+      if (dump_reason_.empty() || dump_asked_) {
         dump_reason_ = absl::StrCat("batch ", batch, " failed: ", response.error_message);
+        dump_asked_ = false;
       }
     }
     tracer_.Executed(response, Backend(response.process_set_id));

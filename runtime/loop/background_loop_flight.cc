@@ -2,9 +2,11 @@
 //
 // The background loop's flight recorder dump (Note [Flight recorder] in
 // runtime/flight/flight_recorder.h): what this rank ran, what it holds that is not negotiated
-// yet, and on rank 0 what the coordinator waits for, in one file per rank.
+// yet, and on rank 0 what the coordinator waits for, in one file per rank; and what asks for it
+// (the watchdog, a SIGUSR2: Note [Flight dump on demand]).
 #include <unistd.h>
 
+#include <functional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -13,6 +15,7 @@
 #include "base/logging.h"
 #include "runtime/flight/flight_recorder.h"
 #include "runtime/loop/background_loop.h"
+#include "runtime/progress/progress_watchdog.h"
 
 namespace chorus::runtime {
 namespace {
@@ -71,11 +74,37 @@ void BackgroundLoop::DumpFlight(const std::string& reason, bool loud) const {
   }
 }
 
+void BackgroundLoop::StartWatching() {
+  watchdog_ = controller_->progress_watchdog();
+  if (watchdog_ == nullptr) return;
+  std::function<void(const std::string&)> dump;
+  ProgressWatchdog::WhileInside while_inside;
+  if (flight_.enabled()) {
+    dump = [this](const std::string& report) { DumpFlight(report, true); };
+    // Note [Flight dump on demand]: a request the loop has not answered from a cycle while it has
+    // been inside one call for a while; the loop still answers it (every rank) if the call ends.
+    while_inside = [this](absl::string_view call, absl::Duration open_for) {
+      const uint64_t requests = FlightDumpRequests();
+      if (open_for < kStuckForDump || requests == watchdog_answered_ ||
+          requests == dump_requests_seen_.load(std::memory_order_relaxed)) {
+        return;
+      }
+      watchdog_answered_ = requests;
+      DumpFlight(absl::StrCat("asked for (SIGUSR2) while this rank was inside ", call, " for ",
+                              absl::FormatDuration(absl::Trunc(open_for, absl::Milliseconds(1))),
+                              ", which had not completed"),
+                 /*loud=*/true);
+    };
+  }
+  watchdog_->Arm([this] { return DescribeWork(); }, std::move(dump), std::move(while_inside));
+}
+
 bool BackgroundLoop::TakeDumpRequest() {
   if (!flight_.enabled()) return false;
   const uint64_t requests = FlightDumpRequests();
   if (dump_requests_seen_.load(std::memory_order_relaxed) == requests) return false;
-  return dump_requests_seen_.exchange(requests, std::memory_order_relaxed) != requests;
+  dump_requests_seen_.store(requests, std::memory_order_relaxed);  // only this thread writes it
+  return true;
 }
 
 }  // namespace chorus::runtime

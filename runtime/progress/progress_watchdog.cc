@@ -65,7 +65,7 @@ ProgressWatchdog::~ProgressWatchdog() { Disarm(); }
 
 void ProgressWatchdog::Arm(std::function<std::string()> describe_work,
                            std::function<void(const std::string& report)> before_terminate,
-                           std::function<void(absl::string_view call)> while_inside) {
+                           WhileInside while_inside) {
   {
     MutexLock lock(&mu_);
     describe_work_ = std::move(describe_work);
@@ -142,6 +142,7 @@ void ProgressWatchdog::BeginBlocking(const char* call, absl::Span<const int32_t>
   open_call_ = call;
   open_peers_ = peers;
   open_foreign_calls_ = foreign_calls_;
+  open_since_ = absl::Now();
   open_deadline_ = bounded ? NoProgressDeadline(absl::Now(), options_.bound, foreign_calls_)
                            : absl::InfiniteFuture();
 }
@@ -166,8 +167,12 @@ void ProgressWatchdog::ThreadMain() {
     // Frozen (Note [No-progress bound]): that time does not count.
     const absl::Duration frozen = now - last - every;
     if (frozen > options_.frozen_after && open_) open_deadline_ += frozen;
-    last = now;
-    if (!tripped_ && open_ && while_inside_) while_inside_(open_call_);
+    if (!tripped_ && open_ && while_inside_) {
+      while_inside_(open_call_, now - open_since_);
+      last = absl::Now();  // its time (writing a dump) is not a freeze
+    } else {
+      last = now;
+    }
     if (tripped_ || !open_ || now < open_deadline_) continue;
     Trip(DescribeNoProgress(Report(open_call_, open_peers_, open_foreign_calls_)));
   }

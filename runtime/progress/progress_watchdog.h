@@ -134,11 +134,13 @@ class ProgressWatchdog {
   // second (at most the bound), so that ranks blocked in the same call, which trip within about
   // that, leave theirs before this rank ends the job. `while_inside` (may be empty) runs on the
   // watchdog's thread at each check while the loop thread is inside a call (a BlockingCall or a
-  // WaitingCall), with the call's name: where the loop answers what it cannot answer from a cycle
-  // (Note [Flight dump on demand] in runtime/flight/flight_recorder.h).
+  // WaitingCall), with the call's name and how long it has been open: where the loop answers what
+  // it cannot answer from a cycle (Note [Flight dump on demand] in
+  // runtime/flight/flight_recorder.h).
+  using WhileInside = std::function<void(absl::string_view call, absl::Duration open_for)>;
   void Arm(std::function<std::string()> describe_work,
            std::function<void(const std::string& report)> before_terminate = nullptr,
-           std::function<void(absl::string_view call)> while_inside = nullptr);
+           WhileInside while_inside = nullptr);
   // Stops bounding calls and the thread; `describe_work` is not called any more.
   void Disarm();
 
@@ -203,7 +205,7 @@ class ProgressWatchdog {
   std::condition_variable wake_;
   std::function<std::string()> describe_work_ ABSL_GUARDED_BY(mu_);
   std::function<void(const std::string& report)> before_terminate_ ABSL_GUARDED_BY(mu_);
-  std::function<void(absl::string_view call)> while_inside_ ABSL_GUARDED_BY(mu_);
+  WhileInside while_inside_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   bool tripped_ ABSL_GUARDED_BY(mu_) = false;
   // The open blocking call, if any.
@@ -212,6 +214,7 @@ class ProgressWatchdog {
   absl::Span<const int32_t> open_peers_ ABSL_GUARDED_BY(mu_);
   int64_t open_foreign_calls_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time open_deadline_ ABSL_GUARDED_BY(mu_);  // InfiniteFuture for a WaitingCall
+  absl::Time open_since_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
 };
 

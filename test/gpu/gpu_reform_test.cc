@@ -6,7 +6,7 @@
 // platform is wrapped to count the communicators it creates.
 //
 // One rank only: NCCL refuses two ranks on one device. The fake-platform version with several
-// ranks is in test/unit/runtime_gpu_test.cc.
+// ranks is in test/unit/runtime_gpu_failures_test.cc.
 //
 // Without a CUDA device the binary exits 77 (ctest: skipped) with the platform's reason.
 #include <atomic>

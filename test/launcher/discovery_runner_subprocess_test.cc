@@ -10,9 +10,11 @@
 #include <string>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include <catch2/catch.hpp>
 
 #include "launcher/engine/discovery_runner.h"
+#include "test/support/catch_session.h"
 
 namespace chorus::launcher {
 namespace {
@@ -166,7 +168,10 @@ TEST_CASE("discovery script: a hang is killed at the timeout", "[elastic][discov
       INFO(name << " " << *pid);
       CHECK(EventuallyDead(*pid));
     } else {
-      WARN("the script had not written " << name << " when it was killed");
+      chorus::testing::SkipCase(absl::StrCat(
+          "the script had not written ", name,
+          " when it was killed (a start slower than its timeout): its end was not checked"));
+      return;
     }
   }
 }
@@ -200,7 +205,10 @@ TEST_CASE("discovery script: SIGTERM ignored, SIGKILL after the grace period",
       INFO(name << " " << *pid);
       CHECK(EventuallyDead(*pid));
     } else {
-      WARN("the script had not written " << name << " when it was killed");
+      chorus::testing::SkipCase(absl::StrCat(
+          "the script had not written ", name,
+          " when it was killed (a start slower than its timeout): its end was not checked"));
+      return;
     }
   }
 }

@@ -16,7 +16,9 @@ fault leave one dump per rank, and `chorus-timeline flight` names the rank and t
             the ranks agree, no culprit; the job then ends normally (exit 0).
   ask_stuck 2 ranks (mpirun): rank 1 stops itself (SIGSTOP), the no-progress bound is 120 s;
             SIGUSR2 to rank 0, whose loop waits in the cycle's exchange. Expect: rank 0 dumps
-            alone, from inside that call, and the analysis names rank 1.
+            alone, from inside that call, and the analysis names rank 1 (read then: a copy of
+            the directory). Then rank 1 resumes (SIGCONT): the loop answers the same request
+            from its next cycle, and both ranks dump.
 
 Usage: check_flight_recorder.py --chorusrun PATH --timeline-tool PATH [--only SCENARIO]
 (a worker: check_flight_recorder.py --worker SCENARIO). Prints PASS and exits 0 when every
@@ -26,6 +28,7 @@ check held; else prints what differed and exits 1.
 import argparse
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -121,9 +124,9 @@ def count_dumps(directory):
 
 def run_asked_job(command, env, marks, dumps, np_, target, stuck):
     """Starts the job, waits for every rank's pid, sends SIGUSR2 to `target` ("chorusrun" or
-    "rank<N>"), waits for the dumps (np_, or rank 0's alone when `stuck`), then stops the job.
-    Returns (dumps seen in time, the job's exit status or None when it had to be killed, its
-    output)."""
+    "rank<N>"), waits for the dumps (np_, or rank 0's alone when `stuck`: then copied to
+    `dumps`.stuck before rank 1 resumes), then stops the job. Returns (dumps seen in time, the
+    job's exit status or None when it had to be killed, its output)."""
     proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             start_new_session=True, text=True)
     pids = {}
@@ -144,6 +147,8 @@ def run_asked_job(command, env, marks, dumps, np_, target, stuck):
             os.kill(proc.pid if target == "chorusrun" else pids[int(target[4:])], signal.SIGUSR2)
             want = 1 if stuck else np_
             dumped = wait_for(lambda: count_dumps(dumps) >= want, 60)
+        if stuck and dumped:
+            shutil.copytree(dumps, dumps + ".stuck")
         if stuck and 1 in pids:
             os.kill(pids[1], signal.SIGCONT)
         open(os.path.join(marks, "stop"), "w").close()
@@ -237,6 +242,15 @@ def main():
                           f"exit status {status}\n{out}")
             else:
                 out = run_job(command, env, (dumps, np_) if until else None)
+            if name == "ask_stuck":
+                # The request answered by the loop once rank 1 resumed: both ranks dumped.
+                final, text = analyze(args.timeline_tool, dumps)
+                check(final is not None and final["dumped_ranks"] == [0, 1] and all(
+                    r == "asked for (SIGUSR2 to a rank of this job)"
+                    for r in final["reasons"].values()),
+                    f"{label}: once rank 1 resumed, the loop answered for every rank",
+                    str(final and final["reasons"]) + "\n" + text)
+                dumps += ".stuck"
             analysis, text = analyze(args.timeline_tool, dumps)
             check(analysis is not None, f"{label}: the dumps are analysed", f"{text}\n{out}")
             if analysis is None:
@@ -286,7 +300,7 @@ def main():
                 check(analysis["asked"] and all(r.startswith("asked for (SIGUSR2") for r in reasons),
                       f"{label}: every dump says it was asked for", str(reasons))
                 last = {r["batch"] for r in analysis["last_done"].values() if r}
-                check(len(last) == 1 and min(last) >= 3 * (TENSORS + 1) - 1,
+                check(len(last) == 1 and min(last) >= 3 * (TENSORS + 1) - 2,
                       f"{label}: the ranks dumped after the same batch, past step 2", str(last))
                 check(culprit.startswith("the ranks agree on every batch"),
                       f"{label}: no culprit in a healthy job", culprit)
@@ -294,7 +308,8 @@ def main():
                 check(analysis["dumped_ranks"] == [0], f"{label}: rank 0 alone dumped",
                       str(analysis["dumped_ranks"]))
                 reason = analysis["reasons"].get("0", analysis["reasons"].get(0, ""))
-                check(reason.startswith("asked for (SIGUSR2) while this rank was inside MPI_Iallreduce"),
+                check(reason.startswith("asked for (SIGUSR2) while this rank was inside "
+                                        "MPI_Iallreduce (the cycle's bit vector) for "),
                       f"{label}: from inside the cycle's exchange", reason)
                 check("rank 1" in culprit, f"{label}: the analysis names rank 1", culprit)
     if failures:

@@ -92,6 +92,20 @@ def test_asked_for_dumps_of_a_running_job(tmp_path, run_tool):
     a = json.loads(run_tool("flight", tmp_path, "--json").stdout)
     assert a["culprit"] == "rank 1 never submitted allreduce 'grad.3' (submitted by ranks 0, 2)"
     assert "waited 5.00 s (from the dumps' pending ops)" in run_tool("flight", tmp_path).stdout
+    # A GPU batch launched 2 ms before the dumps on every rank, its device work not done: in
+    # progress. The same batch started 5 s before: rank 1 never finished it.
+    launched = dict(record(3, "launched"), started_us=written - 2_000)
+    write(tmp_path, [dump(r, done + [launched], 4, written=written, reason=asked)
+                     for r in range(3)])
+    a = json.loads(run_tool("flight", tmp_path, "--json").stdout)
+    assert a["diverged"] is None
+    assert a["culprit"] == "the ranks agree on every batch and every op"
+    stuck = dict(launched, started_us=written - 5_000_000)
+    finished = dict(stuck, state="done", ended_us=written - 4_000_000)
+    write(tmp_path, [dump(r, done + [stuck if r == 1 else finished], 4, written=written,
+                          reason=asked) for r in range(3)])
+    a = json.loads(run_tool("flight", tmp_path, "--json").stdout)
+    assert a["diverged"]["batch"] == 3 and a["diverged"]["inside"] == [1]
     # Not asked for (a stall's dumps): any op not submitted everywhere is a suspect, however young.
     write(tmp_path, [dump(r, done, 3, pending=[young] if r == 0 else [], written=written)
                      for r in range(3)])

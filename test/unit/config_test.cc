@@ -272,6 +272,7 @@ TEST_CASE("Describe lists the defaults in a stable order", "[config]") {
       "CHORUS_STALL_CHECK_DISABLE=false",
       "CHORUS_FLIGHT_RECORDER_ENTRIES=2048",
       "CHORUS_FLIGHT_RECORDER_DIR=",
+      "CHORUS_METRICS_PORT=0",
       "CHORUS_IDLE_CYCLE_MS=20",
       "CHORUS_NO_PROGRESS_TIMEOUT_SECONDS=30",
       "CHORUS_HIERARCHICAL_ALLREDUCE=false",

@@ -14,6 +14,7 @@
 #include <catch2/catch.hpp>
 
 #include "nlohmann/json.hpp"
+#include "runtime/flight/batch_metrics.h"
 #include "runtime/message.h"
 
 namespace chorus::runtime {
@@ -80,6 +81,49 @@ TEST_CASE("A flight record describes a fused batch in fixed buffers", "[flight]"
   CHECK(off.Begin(r, 0, 0, 0, false, At(0)) == -1);
   off.End(-1, absl::OkStatus(), At(0));
   CHECK(off.Records().empty());
+}
+
+TEST_CASE("Batch metrics: each ended batch by op, its duration in one bucket, failures apart",
+          "[flight][metrics]") {
+  BatchMetrics metrics;
+  FlightRecorder recorder(2, &metrics);
+  const Response r = Batch({"a", "b"}, 256);  // 2 float32 tensors
+  // Durations 50 us, 5 ms, 50 s and 500 s: buckets (.., 1e-4], (1e-3, 1e-2], (10, 100], > 100.
+  for (int64_t us : {50, 5'000, 50'000'000, 500'000'000}) {
+    recorder.End(recorder.Begin(r, 2048, 0, 0, false, At(0)), absl::OkStatus(), At(us));
+  }
+  recorder.End(recorder.Begin(r, 2048, 0, 0, false, At(0)),
+               absl::InvalidArgumentError("mismatched shapes"), At(10));
+  metrics.AddCycle();
+  metrics.AddCycle();
+  // A batch whose record the ring has dropped (it ended after two more began) is not counted.
+  const int64_t old = recorder.Begin(r, 2048, 0, 0, false, At(0));
+  recorder.Begin(r, 2048, 0, 0, false, At(0));
+  recorder.Begin(r, 2048, 0, 0, false, At(0));
+  recorder.End(old, absl::OkStatus(), At(1));
+
+  const BatchTotals totals = metrics.Read();
+  const OpTotals& all = totals.by_op[static_cast<size_t>(OpType::kAllreduce)];
+  CHECK(all.batches == 4);
+  CHECK(all.failed == 1);
+  CHECK(all.tensors == 8);
+  CHECK(all.bytes == 4 * 2048);
+  CHECK(all.seconds == Approx(550.00505));
+  CHECK(all.buckets == std::array<int64_t, 8>{1, 0, 1, 0, 0, 0, 1, 1});
+  CHECK(totals.cycles == 2);
+  CHECK(totals.by_op[static_cast<size_t>(OpType::kAllgather)].batches == 0);
+
+  const nlohmann::json j = nlohmann::json::parse(FormatBatchTotals(totals, 3, 4, "UCX"));
+  CHECK(j["rank"] == 3);
+  CHECK(j["size"] == 4);
+  CHECK(j["controller"] == "UCX");
+  CHECK(j["cycles"] == 2);
+  CHECK(j["bucket_bounds"].size() == kBatchSecondsBounds.size());
+  REQUIRE(j["ops"].size() == 1);  // only the ops that ran
+  CHECK(j["ops"]["allreduce"]["batches"] == 4);
+  CHECK(j["ops"]["allreduce"]["failed"] == 1);
+  CHECK(j["ops"]["allreduce"]["bytes"] == 8192);
+  CHECK(j["ops"]["allreduce"]["buckets"].size() == 8);
 }
 
 TEST_CASE("A flight dump is self-describing JSON", "[flight]") {

@@ -422,35 +422,42 @@ TEST_CASE(
   std::vector<std::string> asked;  // the calls while_inside was told of, on the watchdog's thread
   std::atomic<bool> in_call{false};
   std::atomic<bool> asked_outside_call{false};
+  std::atomic<bool> open_for_grows{true};  // a call's open time only grows from check to check
+  absl::Duration last_open_for = absl::ZeroDuration();
   watchdog.Arm([] { return std::string("work"); }, nullptr,
-               [&](absl::string_view call) {
+               [&](absl::string_view call, absl::Duration open_for) {
                  if (!in_call.load()) asked_outside_call = true;
                  MutexLock lock(&mu);
+                 if (!asked.empty() && asked.back() == call && open_for < last_open_for) {
+                   open_for_grows = false;
+                 }
+                 last_open_for = open_for;
                  asked.emplace_back(call);
                });
   const auto count = [&] {
     MutexLock lock(&mu);
     return asked.size();
   };
+  in_call = true;  // before the bracket opens and after it closes: it covers the whole call
   {
     ProgressWatchdog::WaitingCall wait(&watchdog, "MPI_Iallreduce (the cycle's bit vector)");
-    in_call = true;
     // Several checks (every 10 ms) and several bounds pass inside the wait.
     while (count() < 5) absl::SleepFor(absl::Milliseconds(5));
     absl::SleepFor(absl::Milliseconds(200));
-    in_call = false;
   }
+  in_call = false;
   const size_t after_wait = count();
   absl::SleepFor(absl::Milliseconds(100));  // idle: nobody is asked
   CHECK(count() == after_wait);
+  in_call = true;
   {
     ProgressWatchdog::BlockingCall call(&watchdog, "the MPI data plane's Allreduce", {});
-    in_call = true;
     while (count() == after_wait) absl::SleepFor(absl::Milliseconds(5));
-    in_call = false;
   }
+  in_call = false;
   watchdog.Disarm();
   CHECK_FALSE(asked_outside_call.load());
+  CHECK(open_for_grows.load());
   CHECK(recorder.count() <= 1);  // the blocking call may have passed its 50 ms bound
   MutexLock lock(&mu);
   CHECK(asked.front() == "MPI_Iallreduce (the cycle's bit vector)");

@@ -24,7 +24,8 @@ The analysis (analyze()):
              unknown: ranks without a dump; waited_s: how long the first rank had waited for
              the others when it dumped)
   asked      every dump was asked for (SIGUSR2), not written for a stall or a failure: the job
-             may be healthy, and an op that waited under YOUNG_S is in flight, not a culprit
+             may be healthy, and an op that waited under YOUNG_S, or a batch started under
+             YOUNG_S before the dump, is in progress, not a culprit
   culprit    one line: the rank(s) and tensor to look at first
 """
 
@@ -146,6 +147,10 @@ def analyze(dumps):
         inside = [m for m in covering
                   if m in by_rank and by_rank[m]["state"] in ("started", "launched")]
         never = [m for m in members if m not in by_rank and next_batch[m] <= batch]
+        if out["asked"] and inside and not never and all(
+                (dumps[m]["written_us"] - by_rank[m]["started_us"]) / 1e6 < YOUNG_S
+                for m in inside):
+            continue  # a running job's batch in progress (a GPU batch's device work, say)
         if inside or never or (done and len(done) < len(covering)):
             out["diverged"] = {"batch": batch, "what": _describe(sample), "done": done,
                                "inside": inside, "not_started": never}

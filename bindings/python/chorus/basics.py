@@ -12,6 +12,7 @@ import warnings
 
 from chorus import _C
 from chorus import handles
+from chorus import metrics as _metrics
 from chorus import process_sets as _ps
 from chorus.exceptions import ChorusError
 
@@ -102,6 +103,8 @@ def init(comm=None, process_sets=None):
     _topology = _C.topology()
     _ps._setup(sets)
     _install_failure_report()
+    if os.environ.get(_metrics.PORT_VARIABLE):
+        _metrics.serve_from_environment()
 
 
 def _reform():

@@ -538,6 +538,9 @@ PYBIND11_MODULE(_C, m) {
   m.def("topology", &Topology);
   m.def("controller_name", [] { return std::string(chorus_controller_name()); });
   m.def(
+      "metrics_json", [] { return std::string(chorus_metrics_json()); },
+      "this process's collectives so far, by op, as JSON (docs/metrics.md); '' before init");
+  m.def(
       "cuda_built", [] { return chorus_cuda_built() != 0; },
       "True when this build has the GPU data plane (CUDA + NCCL)");
   m.def(
