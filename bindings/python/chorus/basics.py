@@ -103,8 +103,7 @@ def init(comm=None, process_sets=None):
     _topology = _C.topology()
     _ps._setup(sets)
     _install_failure_report()
-    if os.environ.get(_metrics.PORT_VARIABLE):
-        _metrics.serve_from_environment()
+    _metrics.serve_from_environment()  # CHORUS_METRICS_PORT; unset or 0: nothing
 
 
 def _reform():
